@@ -1,0 +1,11 @@
+import { loadConfig } from '@reach/core';
+import { done } from '../output.js';
+import { setupStack } from '../local/setup.js';
+import { createLogger } from '../log.js';
+
+/** `reach setup`: the deploy step alone (migrations, topics, schemas) against configured servers. */
+export async function setup(): Promise<number> {
+  const cfg = loadConfig(['kafkaBrokers', 'schemaRegistryUrl', 'databaseUrl', 'topicPartitions', 'topicReplicationFactor', 'logLevel'], process.env);
+  await setupStack(cfg, createLogger(cfg.logLevel), (msg) => done(msg));
+  return 0;
+}

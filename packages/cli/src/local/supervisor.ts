@@ -1,0 +1,121 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, readFileSync, existsSync, type WriteStream } from 'node:fs';
+import { join } from 'node:path';
+
+/**
+ * Runs the local stack's processes: each with its log in .reach/logs/<name>.log, started in
+ * order and checked for readiness, restarted with backoff when it dies unexpectedly (the
+ * "supervised restart" services rely on: a service exits on a fatal error instead of limping
+ * on), and stopped in reverse order with SIGTERM, then SIGKILL after its grace period.
+ */
+export interface ProcessSpec {
+  name: string;
+  cmd: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  ready: () => Promise<boolean>;
+  readyTimeoutMs: number;
+  stopTimeoutMs: number;
+}
+
+interface Running {
+  spec: ProcessSpec;
+  child: ChildProcess;
+  log: WriteStream;
+  exited: Promise<number | null>;
+  restarts: number[];
+}
+
+export function tail(file: string, lines = 30): string {
+  if (!existsSync(file)) return '';
+  return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+}
+
+export class Supervisor {
+  private readonly procs: Running[] = [];
+  private stopping = false;
+
+  constructor(
+    private readonly logDir: string,
+    private readonly onEvent: (msg: string) => void,
+  ) {}
+
+  logFile(name: string): string {
+    return join(this.logDir, `${name}.log`);
+  }
+
+  pids(): Array<{ name: string; pid: number | undefined }> {
+    return this.procs.map((p) => ({ name: p.spec.name, pid: p.child.pid }));
+  }
+
+  private spawnOne(spec: ProcessSpec, restarts: number[]): Running {
+    const log = createWriteStream(this.logFile(spec.name), { flags: 'a' });
+    const child = spawn(spec.cmd, spec.args, { env: spec.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.pipe(log, { end: false });
+    child.stderr!.pipe(log, { end: false });
+    const exited = new Promise<number | null>((resolve) => {
+      child.once('error', (err) => {
+        log.write(`\n[reach] could not start ${spec.cmd}: ${err.message}\n`);
+        resolve(-1);
+      });
+      child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : null)));
+    });
+    const running: Running = { spec, child, log, exited, restarts };
+    void exited.then((code) => this.onExit(running, code));
+    return running;
+  }
+
+  private onExit(r: Running, code: number | null): void {
+    if (this.stopping || !this.procs.includes(r)) return;
+    const now = Date.now();
+    const recent = r.restarts.filter((t) => now - t < 5 * 60_000);
+    if (recent.length >= 10) {
+      this.onEvent(`${r.spec.name} exited (${code}) 10 times in 5 minutes; not restarting it. See ${this.logFile(r.spec.name)}`);
+      return;
+    }
+    const delay = Math.min(30_000, 1000 * 2 ** recent.length);
+    this.onEvent(`${r.spec.name} exited (${code}); restarting in ${delay / 1000}s`);
+    setTimeout(() => {
+      if (this.stopping) return;
+      const next = this.spawnOne(r.spec, [...recent, now]);
+      this.procs[this.procs.indexOf(r)] = next;
+    }, delay).unref();
+  }
+
+  /** Starts a process and waits until it is ready; fails with its log tail if it dies or times out. */
+  async start(spec: ProcessSpec): Promise<void> {
+    const r = this.spawnOne(spec, []);
+    this.procs.push(r);
+    const deadline = Date.now() + spec.readyTimeoutMs;
+    let exitCode: number | null | undefined;
+    void r.exited.then((c) => (exitCode = c));
+    for (;;) {
+      if (exitCode !== undefined) {
+        throw new Error(
+          `${spec.name} exited with ${exitCode} before it was ready. Last lines of ${this.logFile(spec.name)}:\n${tail(this.logFile(spec.name))}`,
+        );
+      }
+      if (await spec.ready().catch(() => false)) return;
+      if (Date.now() > deadline) {
+        throw new Error(
+          `${spec.name} was not ready after ${spec.readyTimeoutMs / 1000}s. Last lines of ${this.logFile(spec.name)}:\n${tail(this.logFile(spec.name))}`,
+        );
+      }
+      await new Promise((res) => setTimeout(res, 200));
+    }
+  }
+
+  /** Stops everything in reverse start order. */
+  async stopAll(): Promise<void> {
+    this.stopping = true;
+    for (const r of [...this.procs].reverse()) {
+      if (r.child.exitCode !== null || r.child.signalCode !== null) continue;
+      this.onEvent(`stopping ${r.spec.name}`);
+      r.child.kill('SIGTERM');
+      const killer = setTimeout(() => r.child.kill('SIGKILL'), r.spec.stopTimeoutMs);
+      await r.exited;
+      clearTimeout(killer);
+      r.log.end();
+    }
+  }
+}

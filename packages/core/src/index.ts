@@ -1,0 +1,4 @@
+export * from './errors.js';
+export * from './config.js';
+export * from './ids.js';
+export * from './logger.js';

@@ -1,0 +1,5 @@
+export * from './generated/schemas.js';
+export * from './schemas.js';
+export * from './codec.js';
+export * from './validate.js';
+export * from './register.js';

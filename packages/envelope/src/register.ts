@@ -1,0 +1,47 @@
+import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { ReachError, type Logger } from '@reach/core';
+import { schemaDef } from './schemas.js';
+
+export interface RegisterResult {
+  subject: string;
+  schema: string;
+  id: number;
+}
+
+async function checkCompatible(url: string, subject: string, canonical: string): Promise<string[] | undefined> {
+  const res = await fetch(`${url.replace(/\/$/, '')}/compatibility/subjects/${encodeURIComponent(subject)}/versions/latest?verbose=true`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/vnd.schemaregistry.v1+json' },
+    body: JSON.stringify({ schema: canonical }),
+  });
+  if (res.status === 404) return undefined; // a new subject: nothing to be compatible with
+  const body = (await res.json()) as { is_compatible?: boolean; messages?: string[]; message?: string };
+  if (!res.ok) throw new Error(`compatibility check of ${subject} failed: HTTP ${res.status} ${body.message ?? ''}`);
+  return body.is_compatible ? [] : (body.messages ?? ['incompatible with the latest version']);
+}
+
+/**
+ * The deploy step (run by `reach up` / `reach setup`, never by services at run time): registers
+ * every schema of schemas/ under its subjects after an explicit compatibility check against the
+ * latest registered version, failing loudly with the registry's reasons when a change would
+ * break readers. Registering an already-registered schema is a no-op that returns its id.
+ */
+export async function registerSchemas(url: string, bindings: ReadonlyArray<{ subject: string; schema: string }>, logger: Logger): Promise<RegisterResult[]> {
+  const registry = new SchemaRegistry({ host: url, retry: { retries: 2 } });
+  const out: RegisterResult[] = [];
+  for (const { subject, schema } of bindings) {
+    const def = schemaDef(schema);
+    const problems = await checkCompatible(url, subject, def.canonical);
+    if (problems && problems.length > 0) {
+      throw new ReachError(
+        'UNKNOWN_SCHEMA',
+        `schemas/${schema}.avsc is not BACKWARD compatible with the latest version of ${subject}:\n  ${problems.join('\n  ')}\nA breaking change needs a new major (reach.v2.*, new topics).`,
+        { retryable: false },
+      );
+    }
+    const { id } = await registry.register({ type: SchemaType.AVRO, schema: def.canonical }, { subject });
+    out.push({ subject, schema, id });
+    logger.debug({ subject, schema, id }, 'schema registered');
+  }
+  return out;
+}

@@ -1,0 +1,64 @@
+import { Kafka, Partitioners, logLevel, type KafkaConfig, type LogEntry, type Producer } from 'kafkajs';
+import type { Logger } from '@reach/core';
+
+/**
+ * The one place Agent-Reach creates kafkajs clients. kafkajs is no longer actively maintained:
+ * keeping every call to it inside this package means it can be swapped without touching services.
+ */
+export interface KafkaClientOptions {
+  brokers: readonly string[];
+  clientId: string;
+  logger: Logger;
+  /** Connection/request timeouts (ms); defaults suit a local broker. */
+  connectionTimeoutMs?: number;
+  requestTimeoutMs?: number;
+}
+
+function logCreator(logger: Logger) {
+  return () =>
+    ({ level, log }: LogEntry) => {
+      const { message, ...rest } = log;
+      const obj = { kafka: rest };
+      if (level === logLevel.ERROR) logger.error(obj, `kafka: ${message}`);
+      else if (level === logLevel.WARN) logger.warn(obj, `kafka: ${message}`);
+      else if (level === logLevel.INFO) logger.debug(obj, `kafka: ${message}`);
+      else logger.trace(obj, `kafka: ${message}`);
+    };
+}
+
+export function createKafka(opts: KafkaClientOptions): Kafka {
+  const config: KafkaConfig = {
+    clientId: opts.clientId,
+    brokers: [...opts.brokers],
+    connectionTimeout: opts.connectionTimeoutMs ?? 3000,
+    requestTimeout: opts.requestTimeoutMs ?? 30000,
+    logLevel: logLevel.INFO,
+    logCreator: logCreator(opts.logger.child({ component: 'kafkajs' })),
+    // Reconnect forever with capped backoff: a broker restart must never kill a service.
+    retry: { initialRetryTime: 200, maxRetryTime: 5000, retries: 8 },
+  };
+  return new Kafka(config);
+}
+
+/**
+ * A long-lived producer: acks=-1 on every send (set per call by produceAll), idempotent with one
+ * request in flight so retries cannot reorder or duplicate within a session. Retries are
+ * unbounded (kafkajs warns that bounded retries weaken idempotence): during a broker outage a
+ * consume loop simply waits instead of failing records; request paths put their own timeout
+ * on a send. A send that times out is "maybe written": idempotency keys absorb the duplicate.
+ * The default partitioner is murmur2, the same as the Java client, so keys land on the same
+ * partitions whoever produces them.
+ */
+export async function createProducer(kafka: Kafka): Promise<Producer> {
+  const producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+    retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 100, maxRetryTime: 3000 },
+    createPartitioner: Partitioners.DefaultPartitioner,
+  });
+  await producer.connect();
+  return producer;
+}
+
+export type { Kafka, Producer, Admin, Consumer } from 'kafkajs';

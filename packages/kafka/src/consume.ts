@@ -1,0 +1,154 @@
+import type { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
+import { toReachError, type Logger, type ReachError } from '@reach/core';
+import { flattenHeaders, produceAll, type InRecord, type OutRecord } from './records.js';
+
+/**
+ * The consume loop every stage runs: decode → handle → produce outputs → commit.
+ *
+ * - Offsets are resolved only after the outputs of those records are durably produced
+ *   (acks=-1), so a crash replays records instead of losing them (at-least-once).
+ * - A record whose handler fails with a non-retryable error is a poison record: `onPoison`
+ *   turns it into outputs (a DLQ entry) and the partition moves on; it never blocks nor
+ *   crashes the loop.
+ * - A retryable failure (a dependency is down) stops the batch after producing and resolving
+ *   what succeeded; kafkajs retries from the first unresolved record with backoff.
+ * - Handlers never sleep or wait for an agent: delays live on retry topics.
+ */
+export interface StageHandlerContext {
+  readonly log: Logger;
+}
+
+export interface RunStageOptions {
+  kafka: Kafka;
+  producer: Producer;
+  groupId: string;
+  topics: readonly string[];
+  logger: Logger;
+  /** Read from the earliest offset when the group has no committed offset (default true). */
+  fromBeginning?: boolean;
+  /** Records of one batch handled at once; outputs keep record order (default 1). */
+  concurrency?: number;
+  /** Partitions processed in parallel (default 1). */
+  partitionsConsumedConcurrently?: number;
+  /** Max records handled before their outputs are produced and offsets resolved (default 500). */
+  chunkSize?: number;
+  handle: (record: InRecord, ctx: StageHandlerContext) => Promise<readonly OutRecord[]>;
+  onPoison: (record: InRecord, error: ReachError) => readonly OutRecord[] | Promise<readonly OutRecord[]>;
+  /** Called when kafkajs gives up on the consumer: the process should exit for a supervised restart. */
+  onFatal: (error: Error) => void;
+  /** Observes every handled record (for metrics). */
+  onRecord?: (outcome: 'ok' | 'poison' | 'retry', record: InRecord, ms: number) => void;
+}
+
+export interface RunningStage {
+  readonly consumer: Consumer;
+  stop(): Promise<void>;
+}
+
+async function mapOrdered<T, R>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  if (concurrency <= 1) {
+    const out: R[] = [];
+    for (const item of items) out.push(await fn(item));
+    return out;
+  }
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  });
+  await Promise.all(workers);
+  return out;
+}
+
+type Outcome = { kind: 'ok'; out: readonly OutRecord[] } | { kind: 'retry'; error: ReachError };
+
+export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
+  const log = opts.logger.child({ component: 'stage', group: opts.groupId });
+  const consumer = opts.kafka.consumer({
+    groupId: opts.groupId,
+    allowAutoTopicCreation: false,
+    sessionTimeout: 30_000,
+    heartbeatInterval: 3_000,
+    maxWaitTimeInMs: 100,
+    retry: { retries: 10, initialRetryTime: 300, maxRetryTime: 10_000 },
+  });
+  const chunkSize = opts.chunkSize ?? 500;
+  const concurrency = opts.concurrency ?? 1;
+
+  consumer.on(consumer.events.CRASH, (event) => {
+    const { error, restart } = event.payload as { error: Error; restart: boolean };
+    if (restart) {
+      log.warn({ err: error }, 'consumer crashed; kafkajs restarts it');
+      return;
+    }
+    log.fatal({ err: error }, 'consumer crashed and will not restart');
+    opts.onFatal(error);
+  });
+
+  const handleOne = async (record: InRecord): Promise<Outcome> => {
+    const started = performance.now();
+    try {
+      const out = await opts.handle(record, { log });
+      opts.onRecord?.('ok', record, performance.now() - started);
+      return { kind: 'ok', out };
+    } catch (err) {
+      const error = toReachError(err);
+      if (error.retryable && error.codeName !== 'INTERNAL') {
+        opts.onRecord?.('retry', record, performance.now() - started);
+        return { kind: 'retry', error };
+      }
+      opts.onRecord?.('poison', record, performance.now() - started);
+      log.warn({ err: error, code: error.code, topic: record.topic, partition: record.partition, offset: record.offset }, 'poison record sent to the DLQ');
+      return { kind: 'ok', out: await opts.onPoison(record, error) };
+    }
+  };
+
+  const eachBatch = async ({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> => {
+    const msgs = batch.messages;
+    for (let start = 0; start < msgs.length; start += chunkSize) {
+      if (!isRunning() || isStale()) return;
+      const records: InRecord[] = msgs.slice(start, start + chunkSize).map((m) => ({
+        topic: batch.topic,
+        partition: batch.partition,
+        offset: m.offset,
+        timestamp: m.timestamp,
+        key: m.key,
+        value: m.value,
+        headers: flattenHeaders(m.headers),
+      }));
+      const outcomes = await mapOrdered(records, concurrency, handleOne);
+      const firstRetry = outcomes.findIndex((o) => o.kind === 'retry');
+      const done = firstRetry === -1 ? outcomes.length : firstRetry;
+      const out: OutRecord[] = [];
+      for (let i = 0; i < done; i++) out.push(...(outcomes[i] as { out: readonly OutRecord[] }).out);
+      await produceAll(opts.producer, out);
+      if (done > 0) resolveOffset(records[done - 1]!.offset);
+      await heartbeat();
+      if (firstRetry !== -1) {
+        const { error } = outcomes[firstRetry] as { error: ReachError };
+        log.warn({ err: error, code: error.code }, 'dependency failure; the batch is retried from the failed record');
+        throw error;
+      }
+    }
+  };
+
+  await consumer.connect();
+  await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? true });
+  await consumer.run({
+    autoCommit: true,
+    autoCommitInterval: 1000,
+    autoCommitThreshold: 1000,
+    eachBatchAutoResolve: false,
+    partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently ?? 1,
+    eachBatch,
+  });
+  log.info({ topics: opts.topics }, 'stage consuming');
+  return {
+    consumer,
+    // disconnect() stops fetching, waits for the batch in hand, and commits resolved offsets.
+    stop: () => consumer.disconnect(),
+  };
+}

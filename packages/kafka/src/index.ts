@@ -1,0 +1,4 @@
+export * from './client.js';
+export * from './topics.js';
+export * from './records.js';
+export * from './consume.js';

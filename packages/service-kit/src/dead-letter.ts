@@ -1,0 +1,85 @@
+import { newId, type ReachError } from '@reach/core';
+import type { DeadLetter, DeadLetterReason, Envelope, SchemaCodec } from '@reach/envelope';
+import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
+
+const DLQ_SUBJECT = valueSubject(TOPICS.dlq.name);
+
+function reasonFor(error: ReachError): DeadLetterReason {
+  switch (error.codeName) {
+    case 'NO_ROUTE':
+      return 'NO_ROUTE';
+    case 'RETRIES_EXHAUSTED':
+      return 'RETRIES_EXHAUSTED';
+    case 'BUDGET_EXCEEDED':
+      return 'BUDGET_EXCEEDED';
+    case 'EXPIRED':
+      return 'EXPIRED';
+    case 'AGENT_REJECTED':
+      return 'REJECTED';
+    case 'RATE_LIMITED':
+      return 'RATE_LIMITED';
+    case 'INVALID_ENVELOPE':
+    case 'PAYLOAD_TOO_LARGE':
+    case 'UNKNOWN_SCHEMA':
+    case 'AUTH_FAILED':
+    case 'DOMAIN_DENIED':
+      return 'INVALID';
+    default:
+      return 'UNPROCESSABLE';
+  }
+}
+
+export interface DeadLetterInput {
+  service: string;
+  error: ReachError;
+  /** The consumed record, when there is one (its bytes are kept if no envelope is known). */
+  record?: InRecord;
+  envelope?: Envelope | null;
+  reason?: DeadLetterReason;
+  attempts?: number;
+  history?: unknown;
+  /** Where the message came from when there is no consumed record (e.g. HTTP). */
+  sourceTopic?: string;
+}
+
+/**
+ * Builds the reach.dlq.v1 record for a message or record that cannot go on. Undecodable
+ * records keep their original key, value and headers so nothing is lost and an admin can
+ * inspect and replay them.
+ */
+export function deadLetterRecord(codec: SchemaCodec, input: DeadLetterInput, now: number = Date.now()): OutRecord {
+  const env = input.envelope ?? null;
+  const keepRaw = env === null && input.record !== undefined;
+  const value: DeadLetter = {
+    dlq_id: newId('dlq', now),
+    message_id: env?.message_id ?? null,
+    reason: input.reason ?? reasonFor(input.error),
+    code: input.error.code,
+    error: input.error.message.slice(0, 4000),
+    at: now,
+    service: input.service,
+    source_topic: input.record?.topic ?? input.sourceTopic ?? 'http',
+    source_partition: input.record?.partition ?? -1,
+    source_offset: input.record ? Number(input.record.offset) : -1,
+    attempts: input.attempts ?? 0,
+    producer: env?.producer ?? input.record?.headers['reach-producer'] ?? null,
+    trace_id: env?.trace_id ?? null,
+    history_json: input.history === undefined ? null : JSON.stringify(input.history),
+    envelope: env,
+    raw_key: keepRaw ? (input.record!.key ?? null) : null,
+    raw_value: keepRaw ? (input.record!.value ?? null) : null,
+    raw_headers: input.record ? { ...input.record.headers } : {},
+  };
+  // An envelope too large to re-encode (4102) is kept as raw bytes instead.
+  if (env && input.error.codeName === 'PAYLOAD_TOO_LARGE') {
+    value.envelope = null;
+    value.raw_value = input.record?.value ?? null;
+    value.raw_key = input.record?.key ?? null;
+  }
+  return {
+    topic: TOPICS.dlq.name,
+    key: value.message_id ?? value.dlq_id,
+    value: codec.encode(DLQ_SUBJECT, value),
+    headers: { 'reach-code': String(value.code), 'reach-reason': value.reason, ...(value.trace_id ? { 'reach-trace-id': value.trace_id } : {}) },
+  };
+}

@@ -1,0 +1,172 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ReachError, toReachError, type Logger } from '@reach/core';
+
+/**
+ * A deliberately small HTTP layer: exact-path routes with `{param}` segments, JSON in and out,
+ * ReachError → the public error body of DESIGN §3. Every service serves /healthz, /readyz and
+ * /metrics through it.
+ */
+export interface Request {
+  readonly method: string;
+  readonly path: string;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: URLSearchParams;
+  readonly headers: IncomingMessage['headers'];
+  /** The parsed JSON body (undefined when empty). Throws 4101 on malformed JSON. */
+  json<T = unknown>(): Promise<T>;
+  readonly raw: IncomingMessage;
+}
+
+export interface Reply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Send `body` as-is (a string) instead of JSON. */
+  text?: boolean;
+}
+
+export type Handler = (req: Request) => Promise<Reply> | Reply;
+
+interface Route {
+  method: string;
+  parts: string[];
+  handler: Handler;
+}
+
+const MAX_BODY_BYTES = 1024 * 1024;
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES) {
+        reject(new ReachError('PAYLOAD_TOO_LARGE', `request body over ${MAX_BODY_BYTES} bytes`));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+export class HttpServer {
+  private readonly routes: Route[] = [];
+  private server: Server | undefined;
+
+  constructor(private readonly log: Logger) {}
+
+  route(method: string, path: string, handler: Handler): this {
+    this.routes.push({ method, parts: path.split('/').filter(Boolean), handler });
+    return this;
+  }
+
+  private match(method: string, path: string): { route: Route; params: Record<string, string> } | 'method' | undefined {
+    const parts = path.split('/').filter(Boolean);
+    let methodMismatch = false;
+    for (const route of this.routes) {
+      if (route.parts.length !== parts.length) continue;
+      const params: Record<string, string> = {};
+      let ok = true;
+      for (let i = 0; i < parts.length; i++) {
+        const want = route.parts[i]!;
+        const have = parts[i]!;
+        if (want.startsWith('{') && want.endsWith('}')) params[want.slice(1, -1)] = decodeURIComponent(have);
+        else if (want !== have) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok) continue;
+      if (route.method !== method) {
+        methodMismatch = true;
+        continue;
+      }
+      return { route, params };
+    }
+    return methodMismatch ? 'method' : undefined;
+  }
+
+  private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const found = this.match(req.method ?? 'GET', url.pathname);
+    let reply: Reply;
+    try {
+      if (found === undefined) reply = { status: 404, body: { error: { code: 404, name: 'NOT_FOUND', message: `no route ${url.pathname}` } } };
+      else if (found === 'method')
+        reply = { status: 405, body: { error: { code: 405, name: 'METHOD_NOT_ALLOWED', message: `${req.method} not allowed on ${url.pathname}` } } };
+      else {
+        let body: Promise<Buffer> | undefined;
+        const request: Request = {
+          method: req.method ?? 'GET',
+          path: url.pathname,
+          params: found.params,
+          query: url.searchParams,
+          headers: req.headers,
+          raw: req,
+          json: async <T>() => {
+            body ??= readBody(req);
+            const buf = await body;
+            if (buf.length === 0) return undefined as T;
+            try {
+              return JSON.parse(buf.toString('utf8')) as T;
+            } catch (err) {
+              throw new ReachError('INVALID_ENVELOPE', `request body is not valid JSON: ${(err as Error).message}`);
+            }
+          },
+        };
+        reply = await found.route.handler(request);
+      }
+    } catch (err) {
+      const e = toReachError(err);
+      if (e.codeName === 'INTERNAL') this.log.error({ err }, 'request failed');
+      reply = {
+        status: e.httpStatus,
+        body: e.toBody(),
+        ...(e.codeName === 'RATE_LIMITED' && e.details?.retryAfterS ? { headers: { 'retry-after': String(e.details.retryAfterS) } } : {}),
+      };
+    }
+    const isText = reply.text === true;
+    const payload = reply.body === undefined ? '' : isText ? String(reply.body) : JSON.stringify(reply.body);
+    res.writeHead(reply.status, {
+      'content-type': isText ? 'text/plain; version=0.0.4; charset=utf-8' : 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(payload),
+      ...reply.headers,
+    });
+    res.end(payload);
+  }
+
+  async listen(host: string, port: number): Promise<number> {
+    const server = createServer((req, res) => {
+      this.dispatch(req, res).catch((err: unknown) => {
+        this.log.error({ err }, 'response failed');
+        res.destroy();
+      });
+    });
+    server.keepAliveTimeout = 65_000;
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    return (server.address() as AddressInfo).port;
+  }
+
+  get nodeServer(): Server | undefined {
+    return this.server;
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+      setTimeout(() => server.closeAllConnections(), 2000).unref();
+    });
+  }
+}

@@ -1,0 +1,36 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * One prom-client registry per process. Every metric is named `reach_<service>_<what>_<unit>`
+ * (DESIGN §8) with bounded labels: never a message id or agent id as a label value.
+ */
+export class ServiceMetrics {
+  readonly registry = new Registry();
+  readonly prefix: string;
+  readonly stageRecords: Counter<'topic' | 'outcome'>;
+  readonly stageSeconds: Histogram<'topic'>;
+
+  constructor(service: string) {
+    this.prefix = `reach_${service.replace(/-/g, '_')}_`;
+    collectDefaultMetrics({ register: this.registry, prefix: this.prefix });
+    this.stageRecords = this.counter(
+      'consumed_records_total',
+      'Records handled by the consume loop, by outcome (ok, poison → DLQ, retry → dependency failure).',
+      ['topic', 'outcome'],
+    );
+    this.stageSeconds = this.histogram(
+      'handle_duration_seconds',
+      'Time to handle one consumed record.',
+      ['topic'],
+      [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    );
+  }
+
+  counter<L extends string>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
+    return new Counter({ name: this.prefix + name, help, labelNames, registers: [this.registry] });
+  }
+
+  histogram<L extends string>(name: string, help: string, labelNames: readonly L[] = [], buckets?: number[]): Histogram<L> {
+    return new Histogram({ name: this.prefix + name, help, labelNames, registers: [this.registry], ...(buckets ? { buckets } : {}) });
+  }
+}

@@ -1,0 +1,230 @@
+import { hostname } from 'node:os';
+import { loadConfig, ConfigError, toReachError, type ConfigOf, type Logger, type OptionKey } from '@reach/core';
+import { SchemaCodec } from '@reach/envelope';
+import {
+  createKafka,
+  createProducer,
+  runStage,
+  topicSchemaBindings,
+  type InRecord,
+  type Kafka,
+  type OutRecord,
+  type Producer,
+  type RunningStage,
+  type StageHandlerContext,
+} from '@reach/kafka';
+import { createPgPool, createRedis, ensurePartitions, migrate, type Pool, type Redis } from '@reach/store';
+import { createLogger } from './logger.js';
+import { ServiceMetrics } from './metrics.js';
+import { HttpServer } from './http.js';
+import { deadLetterRecord } from './dead-letter.js';
+
+/** Options every service reads. */
+const BASE_OPTIONS = ['kafkaBrokers', 'schemaRegistryUrl', 'logLevel', 'httpHost', 'instanceId', 'shutdownTimeoutMs', 'maxPayloadBytes'] as const;
+type BaseKey = (typeof BASE_OPTIONS)[number];
+
+export interface ServiceDefinition<K extends OptionKey> {
+  /** ingress, registry, router, dispatcher, retry-scheduler, dead-letter, tracker. */
+  name: string;
+  /** The option holding this service's HTTP port. */
+  port: OptionKey;
+  /** Extra options the service reads beyond the base set. */
+  options: readonly K[];
+  postgres?: boolean;
+  redis?: boolean;
+  start(ctx: ServiceContext<K>): Promise<void>;
+}
+
+export interface StageOptions {
+  topics: readonly string[];
+  /** Defaults to `reach-<service>`. */
+  groupId?: string;
+  concurrency?: number;
+  partitionsConsumedConcurrently?: number;
+  fromBeginning?: boolean;
+  handle: (record: InRecord, ctx: StageHandlerContext) => Promise<readonly OutRecord[]>;
+}
+
+export interface ServiceContext<K extends OptionKey> {
+  readonly service: string;
+  readonly instanceId: string;
+  readonly config: ConfigOf<K | BaseKey | 'databaseUrl' | 'redisUrl'>;
+  readonly log: Logger;
+  readonly metrics: ServiceMetrics;
+  readonly http: HttpServer;
+  readonly kafka: Kafka;
+  readonly producer: Producer;
+  readonly codec: SchemaCodec;
+  readonly pg: Pool;
+  readonly redis: Redis;
+  /** Runs a consume loop whose poison records go to reach.dlq.v1; stopped first on shutdown. */
+  stage(opts: StageOptions): Promise<RunningStage>;
+  /** Registers cleanup, run in reverse order after the stages stop. */
+  onShutdown(fn: () => Promise<void> | void): void;
+  /** Readiness beyond "started": e.g. a local view that has caught up. */
+  addReadinessCheck(name: string, check: () => boolean): void;
+}
+
+function missing(what: string): never {
+  throw new Error(`${what} is not enabled for this service (set it in the service definition)`);
+}
+
+/**
+ * Starts a service the same way every time: config → logs → metrics/health HTTP → Kafka
+ * producer and schema ids → PostgreSQL (migrations) / Redis → the service's own start → ready.
+ * SIGTERM/SIGINT stop it gracefully: not ready → consumers stop (committing what was produced)
+ * → the service's cleanup → producer flush → connections closed → exit 0.
+ */
+export async function runService<K extends OptionKey>(def: ServiceDefinition<K>, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  let config: ConfigOf<K | BaseKey | 'databaseUrl' | 'redisUrl'>;
+  try {
+    const keys = [
+      ...BASE_OPTIONS,
+      ...def.options,
+      def.port,
+      ...(def.postgres ? (['databaseUrl'] as const) : []),
+      ...(def.redis ? (['redisUrl'] as const) : []),
+    ];
+    config = loadConfig(keys as Array<K | BaseKey | 'databaseUrl' | 'redisUrl'>, env) as typeof config;
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${def.name}: ${err.message}\n`);
+      process.exit(78); // EX_CONFIG
+    }
+    throw err;
+  }
+  const instanceId = config.instanceId || `${def.name}-${hostname()}-${process.pid}`;
+  const log = createLogger({ service: def.name, instance: instanceId, level: config.logLevel });
+  const metrics = new ServiceMetrics(def.name);
+  const http = new HttpServer(log);
+  const readiness = new Map<string, () => boolean>();
+  let started = false;
+  let stopping = false;
+  const stages: RunningStage[] = [];
+  const cleanups: Array<() => Promise<void> | void> = [];
+
+  http.route('GET', '/healthz', () => ({ status: 200, body: { status: 'ok', service: def.name, instance: instanceId } }));
+  http.route('GET', '/readyz', () => {
+    const failing = [...readiness].filter(([, check]) => !check()).map(([name]) => name);
+    const ready = started && !stopping && failing.length === 0;
+    return {
+      status: ready ? 200 : 503,
+      body: { ready, service: def.name, instance: instanceId, ...(failing.length ? { waiting_for: failing } : {}), ...(stopping ? { stopping: true } : {}) },
+    };
+  });
+  http.route('GET', '/metrics', async () => ({ status: 200, body: await metrics.registry.metrics(), text: true }));
+
+  const fatal = (err: unknown): void => {
+    log.fatal({ err }, 'fatal error; exiting for a supervised restart');
+    process.exitCode = 70;
+    void shutdown('fatal');
+  };
+
+  let shuttingDown: Promise<void> | undefined;
+  const shutdown = (why: string): Promise<void> => {
+    shuttingDown ??= (async () => {
+      stopping = true;
+      log.info({ why }, 'shutting down');
+      const timer = setTimeout(() => {
+        log.error({ timeoutMs: config.shutdownTimeoutMs }, 'graceful shutdown timed out; exiting');
+        process.exit(1);
+      }, config.shutdownTimeoutMs);
+      timer.unref();
+      const step = async (name: string, fn: () => Promise<void> | void) => {
+        try {
+          await fn();
+        } catch (err) {
+          log.warn({ err, step: name }, 'shutdown step failed');
+        }
+      };
+      for (const s of stages) await step('stage', () => s.stop());
+      for (const fn of cleanups.reverse()) await step('cleanup', fn);
+      await step('http', () => http.close());
+      log.info('stopped');
+      clearTimeout(timer);
+    })();
+    return shuttingDown;
+  };
+  process.once('SIGTERM', () => void shutdown('SIGTERM').then(() => process.exit()));
+  process.once('SIGINT', () => void shutdown('SIGINT').then(() => process.exit()));
+  process.on('unhandledRejection', (err) => fatal(err));
+
+  const port = await http.listen(config.httpHost, config[def.port as K] as unknown as number);
+  log.info({ port }, 'http listening');
+
+  try {
+    const kafka = createKafka({ brokers: config.kafkaBrokers, clientId: instanceId, logger: log });
+    const producer = await createProducer(kafka);
+    cleanups.push(() => producer.disconnect());
+    const codec = SchemaCodec.connect(config.schemaRegistryUrl, { maxPayloadBytes: config.maxPayloadBytes });
+    await codec.init(topicSchemaBindings());
+
+    let pg: Pool | undefined;
+    if (def.postgres) {
+      pg = createPgPool(config.databaseUrl, { logger: log });
+      const pool = pg;
+      cleanups.push(() => pool.end());
+      await migrate(pg, log);
+      await ensurePartitions(pg);
+    }
+    let redis: Redis | undefined;
+    if (def.redis) {
+      redis = createRedis(config.redisUrl, log);
+      const client = redis;
+      cleanups.push(async () => {
+        await client.quit();
+      });
+    }
+
+    const stageCounter = metrics.stageRecords;
+    const stageSeconds = metrics.stageSeconds;
+    const ctx: ServiceContext<K> = {
+      service: def.name,
+      instanceId,
+      config,
+      log,
+      metrics,
+      http,
+      kafka,
+      producer,
+      codec,
+      get pg() {
+        return pg ?? missing('postgres');
+      },
+      get redis() {
+        return redis ?? missing('redis');
+      },
+      onShutdown: (fn) => cleanups.push(fn),
+      addReadinessCheck: (name, check) => readiness.set(name, check),
+      stage: async (opts) => {
+        const running = await runStage({
+          kafka,
+          producer,
+          logger: log,
+          groupId: opts.groupId ?? `reach-${def.name}`,
+          topics: opts.topics,
+          handle: opts.handle,
+          ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
+          ...(opts.partitionsConsumedConcurrently ? { partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently } : {}),
+          ...(opts.fromBeginning !== undefined ? { fromBeginning: opts.fromBeginning } : {}),
+          onPoison: (record, error) => [deadLetterRecord(codec, { service: def.name, error, record })],
+          onFatal: fatal,
+          onRecord: (outcome, record, ms) => {
+            stageCounter.inc({ topic: record.topic, outcome });
+            stageSeconds.observe({ topic: record.topic }, ms / 1000);
+          },
+        });
+        stages.push(running);
+        return running;
+      },
+    };
+    await def.start(ctx);
+    started = true;
+    log.info({ port }, 'ready');
+  } catch (err) {
+    log.fatal({ err: toReachError(err) }, 'start failed');
+    process.exitCode = 1;
+    await shutdown('start failed');
+    process.exit(1);
+  }
+}

@@ -1,0 +1,5 @@
+export * from './pg.js';
+export * from './migrate.js';
+export * from './partitions.js';
+export * from './redis.js';
+export type { Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow } from 'pg';

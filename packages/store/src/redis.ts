@@ -1,0 +1,72 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Logger } from '@reach/core';
+
+/**
+ * The one place Agent-Reach creates Redis clients. Redis holds hot, expiring state only, and
+ * every user of it has a fallback (SPEC R-D12: "Redis down: routing continues from local
+ * state"), so a client must fail commands quickly while Redis is away and reconnect by itself,
+ * never hang a caller or crash the process.
+ */
+export interface RedisClientOptions {
+  /** Attempts per command across reconnects before it fails; small so callers fall back fast. */
+  maxRetriesPerRequest?: number;
+  /**
+   * Queue commands while disconnected (ioredis default) or fail them at once. Hot paths that
+   * have a fallback (rate buckets, routing state) want `false`: a queued command would only
+   * add latency and then fail anyway.
+   */
+  enableOfflineQueue?: boolean;
+  /** Cap of the reconnect backoff (ms). Reconnects never stop: Redis coming back must heal. */
+  maxReconnectDelayMs?: number;
+  connectTimeoutMs?: number;
+  /** Visible in `CLIENT LIST`, so an operator can tell the services apart. */
+  connectionName?: string;
+  /** Do not connect until the first command (or `connect()`). */
+  lazyConnect?: boolean;
+}
+
+/** Reconnect delay: 100 ms doubling per attempt, capped. Exported for tests. */
+export function reconnectDelay(times: number, capMs: number): number {
+  const exp = Math.min(Math.max(times - 1, 0), 16);
+  return Math.min(100 * 2 ** exp, capMs);
+}
+
+export function createRedis(url: string, logger: Logger, opts: RedisClientOptions = {}): Redis {
+  const log = logger.child({ component: 'redis' });
+  const cap = opts.maxReconnectDelayMs ?? 5_000;
+  const options: RedisOptions = {
+    maxRetriesPerRequest: opts.maxRetriesPerRequest ?? 2,
+    enableOfflineQueue: opts.enableOfflineQueue ?? true,
+    connectTimeout: opts.connectTimeoutMs ?? 3_000,
+    lazyConnect: opts.lazyConnect ?? false,
+    // Returning a number (never null) keeps ioredis reconnecting forever.
+    retryStrategy: (times) => reconnectDelay(times, cap),
+    // A replica promoted or a failover in progress answers READONLY: reconnect to find the
+    // writable node instead of failing every write until restart.
+    reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
+  };
+  if (opts.connectionName) options.connectionName = opts.connectionName;
+  const redis = new Redis(url, options);
+
+  // While Redis is down ioredis emits 'error' on every reconnect attempt; log the first of a
+  // run at warn and the rest at debug, so an outage is one visible line, not a flood. The
+  // listener also keeps the errors from being unhandled 'error' events, which would crash.
+  let failing = false;
+  redis.on('error', (err: Error) => {
+    const fields = { err: { message: err.message, code: (err as { code?: unknown }).code } };
+    if (!failing) log.warn(fields, 'redis: connection error');
+    else log.debug(fields, 'redis: connection error (still failing)');
+    failing = true;
+  });
+  redis.on('connect', () => log.debug('redis: connected'));
+  redis.on('ready', () => {
+    if (failing) log.info('redis: connection restored');
+    else log.info('redis: ready');
+    failing = false;
+  });
+  redis.on('reconnecting', (delayMs: number) => log.debug({ delayMs }, 'redis: reconnecting'));
+  redis.on('end', () => log.debug('redis: connection closed'));
+  return redis;
+}
+
+export type { Redis, RedisOptions } from 'ioredis';

@@ -1,0 +1,21 @@
+#!/bin/sh
+# The README's test command: lint, then every test (unit + integration + end-to-end) against
+# the real local stack. Uses a running stack (`reach up` in another terminal) or starts one in
+# the background and stops it afterwards.
+set -eu
+cd "$(dirname "$0")/.."
+if ! command -v pnpm >/dev/null 2>&1; then PATH="$PWD/.reach/tools/node_modules/.bin:$PATH"; export PATH; fi
+reach() { node packages/cli/dist/bin.js "$@"; }
+
+started=0
+if reach ps >/dev/null 2>&1; then
+  echo "▸ using the running local stack" >&2
+else
+  reach up --detach
+  started=1
+fi
+cleanup() { if [ "$started" = 1 ]; then reach down; fi; }
+trap cleanup EXIT INT TERM
+
+pnpm run lint
+pnpm exec vitest run "$@"

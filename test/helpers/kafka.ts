@@ -1,0 +1,105 @@
+import { Kafka, logLevel, type Consumer, type IHeaders } from 'kafkajs';
+import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
+import { stack, uniq } from './env.js';
+
+/**
+ * Outside-client helpers for integration tests: plain kafkajs and the Confluent registry client,
+ * the way an agent written by someone else would talk to Agent-Reach (never the project's own
+ * Kafka package, so the tests check the wire contract, not our helpers).
+ */
+export function plainKafka(): Kafka {
+  return new Kafka({ clientId: uniq('test'), brokers: stack.brokers, logLevel: logLevel.NOTHING });
+}
+
+export function registryClient(): SchemaRegistry {
+  return new SchemaRegistry({ host: stack.schemaRegistryUrl });
+}
+
+export interface Tapped<T> {
+  readonly partition: number;
+  readonly offset: string;
+  readonly key: string | null;
+  readonly headers: Record<string, string>;
+  readonly raw: Buffer | null;
+  readonly value: T | undefined;
+}
+
+/**
+ * Reads a topic from "now" on: remembers the end offsets before anything is produced, joins a
+ * fresh consumer group and starts each partition exactly there, so a test sees every record
+ * produced after `open()` and nothing older.
+ */
+export class TopicTap<T = unknown> {
+  readonly records: Array<Tapped<T>> = [];
+  private consumer: Consumer | undefined;
+  private waiters: Array<() => void> = [];
+
+  constructor(
+    private readonly kafka: Kafka,
+    private readonly topic: string,
+    private readonly registry: SchemaRegistry | null = registryClient(),
+  ) {}
+
+  async open(): Promise<this> {
+    const admin = this.kafka.admin();
+    await admin.connect();
+    const ends = await admin.fetchTopicOffsets(this.topic);
+    await admin.disconnect();
+    const consumer = this.kafka.consumer({ groupId: uniq('tap'), maxWaitTimeInMs: 50 });
+    this.consumer = consumer;
+    await consumer.connect();
+    await consumer.subscribe({ topic: this.topic, fromBeginning: true });
+    const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
+    await consumer.run({
+      eachMessage: async ({ partition, message }) => {
+        let value: T | undefined;
+        if (this.registry && message.value && message.value[0] === 0) {
+          value = (await this.registry.decode(message.value).catch(() => undefined)) as T | undefined;
+        }
+        this.records.push({
+          partition,
+          offset: message.offset,
+          key: message.key?.toString() ?? null,
+          headers: flatten(message.headers),
+          raw: message.value,
+          value,
+        });
+        for (const w of this.waiters.splice(0)) w();
+      },
+    });
+    for (const p of ends) consumer.seek({ topic: this.topic, partition: p.partition, offset: p.offset });
+    await joined;
+    return this;
+  }
+
+  /** Resolves with the first record matching `pred`, or rejects after `timeoutMs`. */
+  async waitFor(pred: (r: Tapped<T>) => boolean, timeoutMs = 20_000): Promise<Tapped<T>> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const hit = this.records.find(pred);
+      if (hit) return hit;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`no matching record on ${this.topic} within ${timeoutMs} ms (saw ${this.records.length})`);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(left, 250));
+        this.waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.consumer?.disconnect();
+  }
+}
+
+function flatten(h: IHeaders | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h ?? {})) {
+    const first = Array.isArray(v) ? v[0] : v;
+    if (first !== undefined) out[k] = first.toString();
+  }
+  return out;
+}

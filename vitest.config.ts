@@ -1,0 +1,30 @@
+import { defineConfig } from 'vitest/config';
+
+// Two projects: fast unit tests of pure logic, and integration/end-to-end tests that run
+// against the real local stack (Kafka, schema registry, PostgreSQL, Redis, the services)
+// started by `reach up`. `npm test` starts that stack when it is not already running.
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 20_000,
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          // One broker on two cores: files share it, so run them one after another.
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+});
