@@ -2,3 +2,4 @@ export * from './errors.js';
 export * from './config.js';
 export * from './ids.js';
 export * from './logger.js';
+export * from './token.js';

@@ -3,3 +3,4 @@ export * from './schemas.js';
 export * from './codec.js';
 export * from './validate.js';
 export * from './register.js';
+export * from './json.js';

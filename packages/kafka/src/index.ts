@@ -2,3 +2,4 @@ export * from './client.js';
 export * from './topics.js';
 export * from './records.js';
 export * from './consume.js';
+export * from './table.js';

@@ -4,3 +4,4 @@ export * from './http.js';
 export * from './dead-letter.js';
 export * from './service.js';
 export * from './status.js';
+export * from './receipt.js';

@@ -45,6 +45,9 @@ export function statusRecord(codec: SchemaCodec, s: StatusInput, now: number = D
     idempotency_key: e.idempotency_key,
     session_id: e.session_id,
     correlation_id: e.correlation_id,
+    request_id: e.request_id,
+    reply_to: e.reply_to,
+    priority: e.priority,
   };
   return { topic: TOPICS.status.name, key: e.message_id, value: codec.encode(STATUS_SUBJECT, value) };
 }

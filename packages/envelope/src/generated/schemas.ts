@@ -194,4 +194,7 @@ export interface StatusEvent {
   idempotency_key: null | string;
   session_id: null | string;
   correlation_id: null | string;
+  request_id: null | string;
+  reply_to: null | string;
+  priority: null | string;
 }
