@@ -185,15 +185,26 @@ export const OPTIONS = {
     max: 900 * 1024,
   }),
   // ── auth ───────────────────────────────────────────────────────────────────────────────
-  tokenSecret: secret('REACH_TOKEN_SECRET', 'HMAC key that signs agent tokens; registry, ingress and dispatcher share it. Unset: `reach up` generates one into .reach/token-secret.', 'a random 32+ byte value from a secret store'),
+  tokenSecret: secret(
+    'REACH_TOKEN_SECRET',
+    'HMAC key that signs agent tokens; registry, ingress and dispatcher share it. Unset: `reach up` generates one into .reach/token-secret.',
+    'a random 32+ byte value from a secret store',
+  ),
   tokenTtlS: int('REACH_TOKEN_TTL_S', 3600, 'Lifetime of an agent token (SPEC R-C2); the SDK refreshes it by re-registering.', { min: 60, max: 7 * 86400 }),
   enrollmentToken: secret('REACH_ENROLLMENT_TOKEN', 'When set, POST /v1/agents needs it (or the admin token) as its bearer token.', 'set in production'),
   // ── registry ─────────────────────────────────────────────────────────────────────────────
-  agentTtlS: int('REACH_AGENT_TTL_S', 60, 'Default lease TTL of an agent that does not give ttl_s (SPEC R-A4); heartbeats are due every TTL/2.', { min: 2, max: 3600 }),
+  agentTtlS: int('REACH_AGENT_TTL_S', 60, 'Default lease TTL of an agent that does not give ttl_s (SPEC R-A4); heartbeats are due every TTL/2.', {
+    min: 2,
+    max: 3600,
+  }),
   missedHeartbeats: int('REACH_MISSED_HEARTBEATS', 2, 'Consecutive missed heartbeats before an agent is OFFLINE (SPEC R-A4).', { min: 1, max: 10 }),
   cooldownQos: num('REACH_COOLDOWN_QOS', 0.3, 'QoS score below which an agent enters COOLDOWN: no new work (SPEC R-A5).', { min: 0, max: 1 }),
   maxCapabilities: int('REACH_MAX_CAPABILITIES', 10, 'More capabilities than this in one descriptor are refused with 4104 (SPEC R-A2).', { min: 1, max: 1000 }),
-  capabilityDictionary: str('REACH_CAPABILITY_DICTIONARY', '', 'Optional comma-separated allow-list of capability names; unknown names are refused (SPEC R-A2).'),
+  capabilityDictionary: str(
+    'REACH_CAPABILITY_DICTIONARY',
+    '',
+    'Optional comma-separated allow-list of capability names; unknown names are refused (SPEC R-A2).',
+  ),
   // ── routing ──────────────────────────────────────────────────────────────────────────────
   region: str('REACH_REGION', '', 'Region of this router instance, for the locality term of scoring (SPEC R-B3).'),
   weightPriority: num('REACH_ROUTE_WEIGHT_PRIORITY', 0.4, 'Scoring weight of the agent priority/weight term (SPEC R-B3).', { min: 0, max: 1 }),
@@ -203,21 +214,39 @@ export const OPTIONS = {
   routeJitter: num('REACH_ROUTE_JITTER', 0.05, 'Largest random jitter added to a score (SPEC R-B3).', { min: 0, max: 1 }),
   hotspotCandidates: int('REACH_ROUTE_HOTSPOT_CANDIDATES', 20, 'Above this many candidates, pick at random among the best few (SPEC R-B4).', { min: 1 }),
   hotspotTopK: int('REACH_ROUTE_TOP_K', 5, 'How many of the best candidates the anti-hotspot rule picks from (SPEC R-B4).', { min: 1 }),
-  saturation: num('REACH_SATURATION', 0.8, 'Load rate above which an agent counts as saturated; all candidates saturated → wait or 2002 (SPEC R-B7).', { min: 0.05, max: 1 }),
+  saturation: num('REACH_SATURATION', 0.8, 'Load rate above which an agent counts as saturated; all candidates saturated → wait or 2002 (SPEC R-B7).', {
+    min: 0.05,
+    max: 1,
+  }),
   saturationRetryMs: int('REACH_SATURATION_RETRY_MS', 250, 'How long a message held for saturation waits before it is routed again.', { min: 10, max: 60000 }),
   stickyTtlS: int('REACH_STICKY_TTL_S', 1800, 'How long a session stays bound to its agent without traffic (SPEC R-B6).', { min: 1 }),
   // ── delivery ─────────────────────────────────────────────────────────────────────────────
-  ackTimeoutMs: int('REACH_ACK_TIMEOUT_MS', 10000, 'How long a delivery waits for its ack before the attempt fails (the dispatch part of the budget, SPEC R-D2).', { min: 100 }),
+  ackTimeoutMs: int(
+    'REACH_ACK_TIMEOUT_MS',
+    10000,
+    'How long a delivery waits for its ack before the attempt fails (the dispatch part of the budget, SPEC R-D2).',
+    { min: 100 },
+  ),
   replayTtlS: int('REACH_REPLAY_TTL_S', 1800, 'How long un-acked deliveries stay replayable for a reconnecting agent (SPEC R-C6, ≥ 15 min).', { min: 900 }),
   wsPingIntervalMs: int('REACH_WS_PING_INTERVAL_MS', 15000, 'Application ping interval on agent WebSockets (SPEC R-C3).', { min: 100 }),
   wsIdleTimeoutMs: int('REACH_WS_IDLE_TIMEOUT_MS', 30000, 'A WebSocket silent this long is closed with 4008 (SPEC R-C3).', { min: 200 }),
   wsAuthTimeoutMs: int('REACH_WS_AUTH_TIMEOUT_MS', 10000, 'A socket that has not sent hello within this time is closed (SPEC R-C5).', { min: 100 }),
   wsMaxFrameBytes: int('REACH_WS_MAX_FRAME_BYTES', 524288, 'Largest inbound WebSocket frame; larger closes with 4013 (SPEC R-C5).', { min: 1024 }),
-  wsMaxBufferedBytes: int('REACH_WS_MAX_BUFFERED_BYTES', 4194304, 'Outbound buffer limit per connection; a slower agent is disconnected and its deliveries replayed (SPEC R-C5).', { min: 65536 }),
+  wsMaxBufferedBytes: int(
+    'REACH_WS_MAX_BUFFERED_BYTES',
+    4194304,
+    'Outbound buffer limit per connection; a slower agent is disconnected and its deliveries replayed (SPEC R-C5).',
+    { min: 65536 },
+  ),
   httpPushTimeoutMs: int('REACH_HTTP_PUSH_TIMEOUT_MS', 15000, 'Timeout of an HTTP push to an agent endpoint (SPEC R-C8).', { min: 100 }),
   httpPushIdleMs: int('REACH_HTTP_PUSH_IDLE_MS', 60000, 'Idle time of pooled keep-alive connections to agent endpoints (SPEC R-C8).', { min: 1000 }),
   // ── ingress ──────────────────────────────────────────────────────────────────────────────
-  idempotencyTtlS: int('REACH_IDEMPOTENCY_TTL_S', 86400, 'How long an idempotency key is remembered in Redis (SPEC R-D5, 300 s … 24 h); PostgreSQL keeps it as the fallback.', { min: 300, max: 30 * 86400 }),
+  idempotencyTtlS: int(
+    'REACH_IDEMPOTENCY_TTL_S',
+    86400,
+    'How long an idempotency key is remembered in Redis (SPEC R-D5, 300 s … 24 h); PostgreSQL keeps it as the fallback.',
+    { min: 300, max: 30 * 86400 },
+  ),
   maxWaitMs: int('REACH_MAX_WAIT_MS', 60000, 'Largest ?wait_ms a sender may ask for on POST /v1/messages.', { min: 0 }),
   // ── tracker ──────────────────────────────────────────────────────────────────────────────
   trackerBatchSize: int('REACH_TRACKER_BATCH_SIZE', 1000, 'Status events written to PostgreSQL per batch.', { min: 1, max: 20000 }),

@@ -11,7 +11,12 @@ const PENDING_SUBJECT = valueSubject(TOPICS.pending.name);
  * original message id, delivered like any other message. No receipt is ever sent about a
  * receipt, so a producer that cannot be reached cannot cause a loop.
  */
-export function receiptRecord(codec: SchemaCodec, original: Envelope, outcome: { state: MessageState; code: number; reason: string }, now: number = Date.now()): OutRecord | undefined {
+export function receiptRecord(
+  codec: SchemaCodec,
+  original: Envelope,
+  outcome: { state: MessageState; code: number; reason: string },
+  now: number = Date.now(),
+): OutRecord | undefined {
   if (original.message_type === RECEIPT_MESSAGE_TYPE) return undefined;
   const body = { message_id: original.message_id, status: outcome.state, code: outcome.code, name: errorInfo(outcome.code).name, reason: outcome.reason };
   const receipt: Envelope = {
