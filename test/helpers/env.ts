@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
 /**
@@ -15,3 +17,22 @@ export const stack = {
 export function uniq(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
 }
+
+/** The admin token of the running stack: REACH_ADMIN_TOKEN, or the one `reach up` generated. */
+export function adminToken(): string {
+  if (process.env.REACH_ADMIN_TOKEN) return process.env.REACH_ADMIN_TOKEN;
+  const home = process.env.REACH_HOME ?? join(process.cwd(), '.reach');
+  return readFileSync(join(home, 'admin-token'), 'utf8').trim();
+}
+
+/** Base URLs of the services of the running stack (DESIGN §3 default ports). */
+export const urls = {
+  ingress: 'http://127.0.0.1:7410',
+  registry: 'http://127.0.0.1:7411',
+  dispatcher: 'http://127.0.0.1:7412',
+  tracker: 'http://127.0.0.1:7413',
+  deadLetter: 'http://127.0.0.1:7414',
+  router: 'http://127.0.0.1:7415',
+  retryScheduler: 'http://127.0.0.1:7416',
+  ws: 'ws://127.0.0.1:7412/v1/connect',
+};

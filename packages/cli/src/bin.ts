@@ -5,6 +5,7 @@ import { up } from './commands/up.js';
 import { down } from './commands/down.js';
 import { ps } from './commands/ps.js';
 import { setup } from './commands/setup.js';
+import { restart } from './commands/restart.js';
 
 const USAGE = `reach — the Agent-Reach command line
 
@@ -12,12 +13,13 @@ const USAGE = `reach — the Agent-Reach command line
   reach down              stop a stack started with --detach (or another terminal's reach up)
   reach ps [--json]       processes of the local stack and their readiness (exit 0 when all ready)
   reach setup             the deploy step alone: migrations, topics, schema registration
+  reach restart <name>    restart one component of the running stack from the current build
 
 Options: --json for machine-readable output. Configuration: REACH_* environment variables (README).`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  const { values } = parseArgs({
+  const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
     options: { detach: { type: 'boolean', default: false }, json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
@@ -31,6 +33,8 @@ async function main(argv: string[]): Promise<number> {
       return ps({ json: values.json });
     case 'setup':
       return setup();
+    case 'restart':
+      return restart(positionals[0]);
     case undefined:
     case 'help':
     case '--help':

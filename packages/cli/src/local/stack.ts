@@ -60,14 +60,14 @@ function hostPort(url: string, defPort: number): { host: string; port: number } 
   return { host: u.hostname, port: u.port ? Number(u.port) : defPort };
 }
 
-/** REACH_ADMIN_TOKEN, or one generated once into the state dir (DESIGN §3). */
-function adminToken(p: Paths, env: NodeJS.ProcessEnv): { token: string; file?: string } {
-  if (env.REACH_ADMIN_TOKEN) return { token: env.REACH_ADMIN_TOKEN };
-  if (!existsSync(p.adminToken)) {
-    writeFileSync(p.adminToken, randomBytes(32).toString('base64url') + '\n');
-    chmodSync(p.adminToken, 0o600);
+/** A secret from the environment, or one generated once into the state dir (mode 0600). */
+function localSecret(file: string, given: string | undefined): { value: string; file?: string } {
+  if (given) return { value: given };
+  if (!existsSync(file)) {
+    writeFileSync(file, randomBytes(32).toString('base64url') + '\n');
+    chmodSync(file, 0o600);
   }
-  return { token: readFileSync(p.adminToken, 'utf8').trim(), file: p.adminToken };
+  return { value: readFileSync(file, 'utf8').trim(), file };
 }
 
 /**
@@ -93,8 +93,14 @@ export async function upStack(env: NodeJS.ProcessEnv, log: Logger = silentLogger
     env,
   );
   const state: StackState = { supervisorPid: process.pid, startedAt: new Date().toISOString(), ready: false, endpoints: {}, processes: [] };
-  const supervisor = new Supervisor(p.logs, (msg) => step(msg));
-  const save = () => writeState(p, { ...state, processes: supervisor.pids() });
+  // eslint-disable-next-line prefer-const
+  let save: () => void;
+  const supervisor = new Supervisor(
+    p.logs,
+    (msg) => step(msg),
+    () => save(),
+  );
+  save = () => writeState(p, { ...state, processes: supervisor.pids() });
   save();
 
   try {
@@ -163,9 +169,11 @@ export async function upStack(env: NodeJS.ProcessEnv, log: Logger = silentLogger
       setupStack({ ...cfg, schemaRegistryUrl: state.endpoints['schema-registry'] }, log, (msg) => done(msg)),
     );
 
-    const admin = adminToken(p, env);
-    childEnv.REACH_ADMIN_TOKEN = admin.token;
+    // REACH_ADMIN_TOKEN (DESIGN §3) and REACH_TOKEN_SECRET: given, or generated once and kept.
+    const admin = localSecret(p.adminToken, env.REACH_ADMIN_TOKEN);
+    childEnv.REACH_ADMIN_TOKEN = admin.value;
     if (admin.file) state.adminTokenFile = admin.file;
+    childEnv.REACH_TOKEN_SECRET = localSecret(p.tokenSecret, env.REACH_TOKEN_SECRET).value;
 
     for (const svc of SERVICES) {
       const port = cfg[svc.port];

@@ -38,6 +38,8 @@ export class Supervisor {
   constructor(
     private readonly logDir: string,
     private readonly onEvent: (msg: string) => void,
+    /** Called whenever the set of pids changes (a start or a restart), to persist it. */
+    private readonly onPidsChanged: () => void = () => undefined,
   ) {}
 
   logFile(name: string): string {
@@ -73,12 +75,14 @@ export class Supervisor {
       this.onEvent(`${r.spec.name} exited (${code}) 10 times in 5 minutes; not restarting it. See ${this.logFile(r.spec.name)}`);
       return;
     }
-    const delay = Math.min(30_000, 1000 * 2 ** recent.length);
+    // A clean exit (e.g. `reach restart`) comes back at once; a crash backs off.
+    const delay = code === 0 ? 200 : Math.min(30_000, 1000 * 2 ** recent.length);
     this.onEvent(`${r.spec.name} exited (${code}); restarting in ${delay / 1000}s`);
     setTimeout(() => {
       if (this.stopping) return;
       const next = this.spawnOne(r.spec, [...recent, now]);
       this.procs[this.procs.indexOf(r)] = next;
+      this.onPidsChanged();
     }, delay).unref();
   }
 
@@ -86,6 +90,7 @@ export class Supervisor {
   async start(spec: ProcessSpec): Promise<void> {
     const r = this.spawnOne(spec, []);
     this.procs.push(r);
+    this.onPidsChanged();
     const deadline = Date.now() + spec.readyTimeoutMs;
     let exitCode: number | null | undefined;
     void r.exited.then((c) => (exitCode = c));
