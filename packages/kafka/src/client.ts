@@ -1,4 +1,6 @@
-import { Kafka, Partitioners, logLevel, type KafkaConfig, type LogEntry, type Producer } from 'kafkajs';
+import net from 'node:net';
+import tls from 'node:tls';
+import { Kafka, Partitioners, logLevel, type ISocketFactory, type KafkaConfig, type LogEntry, type Producer } from 'kafkajs';
 import type { Logger } from '@reach/core';
 
 /**
@@ -26,6 +28,18 @@ function logCreator(logger: Logger) {
     };
 }
 
+/**
+ * kafkajs's own socket factory leaves Nagle's algorithm on: small produce and fetch requests
+ * then wait for the peer's delayed ACK, adding ~40 ms to every hop (measured: raw loop p50
+ * 44 ms → a few ms with this). Same as kafkajs's factory otherwise: TLS when asked, keep-alive.
+ */
+const socketFactory: ISocketFactory = ({ host, port, ssl, onConnect }) => {
+  const socket = ssl ? tls.connect({ host, port, ...(net.isIP(host) ? {} : { servername: host }), ...ssl }, onConnect) : net.connect({ host, port }, onConnect);
+  socket.setNoDelay(true);
+  socket.setKeepAlive(true, 60_000);
+  return socket;
+};
+
 export function createKafka(opts: KafkaClientOptions): Kafka {
   const config: KafkaConfig = {
     clientId: opts.clientId,
@@ -33,6 +47,7 @@ export function createKafka(opts: KafkaClientOptions): Kafka {
     connectionTimeout: opts.connectionTimeoutMs ?? 3000,
     requestTimeout: opts.requestTimeoutMs ?? 30000,
     logLevel: logLevel.INFO,
+    socketFactory,
     logCreator: logCreator(opts.logger.child({ component: 'kafkajs' })),
     // Reconnect forever with capped backoff: a broker restart must never kill a service.
     retry: { initialRetryTime: 200, maxRetryTime: 5000, retries: 8 },

@@ -1,0 +1,140 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Admin, Producer } from 'kafkajs';
+import { NonRetryableError, ReachError, silentLogger } from '@reach/core';
+import { createKafka, createProducer, runStage, type InRecord, type OutRecord, type RunningStage } from '@reach/kafka';
+import { uniq, stack } from '../../helpers/env.js';
+
+// The consume loop every stage runs (packages/kafka/src/consume.ts) against the real broker:
+// outputs are produced before offsets are committed, poison records are handed to onPoison
+// and the partition moves on, dependency failures are retried, nothing is lost across a restart.
+const kafka = createKafka({ brokers: stack.brokers, clientId: uniq('consume-loop-test'), logger: silentLogger });
+let admin: Admin;
+let producer: Producer;
+const topics: string[] = [];
+
+async function topic(partitions = 3): Promise<string> {
+  const name = uniq('it.consume');
+  await admin.createTopics({ topics: [{ topic: name, numPartitions: partitions }], waitForLeaders: true });
+  topics.push(name);
+  return name;
+}
+
+async function readAll(name: string, expected: number, timeoutMs = 20_000): Promise<string[]> {
+  const consumer = kafka.consumer({ groupId: uniq('reader') });
+  const values: string[] = [];
+  await consumer.connect();
+  await consumer.subscribe({ topic: name, fromBeginning: true });
+  await consumer.run({ eachMessage: async ({ message }) => void values.push(message.value!.toString()) });
+  const deadline = Date.now() + timeoutMs;
+  while (values.length < expected && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  // give stray extras a moment to show up, so "exactly" assertions mean something
+  await new Promise((r) => setTimeout(r, 500));
+  await consumer.disconnect();
+  return values;
+}
+
+async function committed(groupId: string, name: string): Promise<number> {
+  const offsets = await admin.fetchOffsets({ groupId, topics: [name] });
+  return offsets[0]!.partitions.reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0);
+}
+
+function stage(
+  groupId: string,
+  input: string,
+  handle: (r: InRecord) => Promise<readonly OutRecord[]>,
+  onPoison?: (r: InRecord, e: ReachError) => OutRecord[],
+): Promise<RunningStage> {
+  return runStage({
+    kafka,
+    producer,
+    groupId,
+    topics: [input],
+    logger: silentLogger,
+    commitIntervalMs: 200,
+    handle,
+    onPoison: onPoison ?? (() => []),
+    onFatal: (err) => {
+      throw err;
+    },
+  });
+}
+
+beforeAll(async () => {
+  admin = kafka.admin();
+  await admin.connect();
+  producer = await createProducer(kafka);
+});
+
+afterAll(async () => {
+  await producer.disconnect();
+  await admin.deleteTopics({ topics }).catch(() => undefined);
+  await admin.disconnect();
+});
+
+describe('runStage', () => {
+  it('produces every output and commits exactly the consumed offsets', async () => {
+    const [input, output] = [await topic(), await topic()];
+    const groupId = uniq('g');
+    const running = await stage(groupId, input, async (r) => [{ topic: output, key: r.key, value: Buffer.from(`out-${r.value!.toString()}`) }]);
+    await producer.send({ topic: input, acks: -1, messages: Array.from({ length: 100 }, (_, i) => ({ key: String(i), value: String(i) })) });
+    const out = await readAll(output, 100);
+    expect(out.sort()).toEqual(Array.from({ length: 100 }, (_, i) => `out-${i}`).sort());
+    await running.stop();
+    expect(await committed(groupId, input)).toBe(100);
+  });
+
+  it('hands a poison record to onPoison and keeps consuming the partition', async () => {
+    const [input, output] = [await topic(1), await topic(1)];
+    const running = await stage(
+      uniq('g'),
+      input,
+      async (r) => {
+        if (r.value!.toString() === 'poison') throw new NonRetryableError('INVALID_ENVELOPE', 'bad record');
+        return [{ topic: output, key: null, value: r.value }];
+      },
+      (r, e) => [{ topic: output, key: null, value: Buffer.from(`dlq:${e.code}:${r.value!.toString()}`) }],
+    );
+    await producer.send({ topic: input, acks: -1, messages: ['a', 'poison', 'b'].map((v) => ({ value: v })) });
+    const out = await readAll(output, 3);
+    expect(out).toEqual(['a', 'dlq:4101:poison', 'b']);
+    await running.stop();
+  });
+
+  it('retries a record after a dependency failure, without losing or duplicating the records before it', async () => {
+    const [input, output] = [await topic(1), await topic(1)];
+    let failures = 0;
+    const running = await stage(uniq('g'), input, async (r) => {
+      if (r.value!.toString() === 'flaky' && failures < 2) {
+        failures++;
+        throw new ReachError('DEPENDENCY_UNAVAILABLE', 'redis is down');
+      }
+      return [{ topic: output, key: null, value: r.value }];
+    });
+    await producer.send({ topic: input, acks: -1, messages: ['1', '2', 'flaky', '3'].map((v) => ({ value: v })) });
+    const out = await readAll(output, 4, 40_000);
+    expect(failures).toBe(2);
+    expect(out).toEqual(['1', '2', 'flaky', '3']);
+    await running.stop();
+  });
+
+  it('replays what was produced but not committed when a consumer dies, so nothing is lost', async () => {
+    const [input, output] = [await topic(1), await topic(1)];
+    const groupId = uniq('g');
+    const seen: string[] = [];
+    const handle = async (r: InRecord) => {
+      seen.push(r.value!.toString());
+      return [{ topic: output, key: null, value: r.value }];
+    };
+    const first = await stage(groupId, input, handle);
+    await producer.send({ topic: input, acks: -1, messages: ['x', 'y'].map((v) => ({ value: v })) });
+    while (seen.length < 2) await new Promise((r) => setTimeout(r, 20));
+    // Die before the commit timer fires: leave the group without committing.
+    await first.consumer.disconnect();
+    const second = await stage(groupId, input, handle);
+    await producer.send({ topic: input, acks: -1, messages: [{ value: 'z' }] });
+    const out = await readAll(output, 3);
+    expect(new Set(out)).toEqual(new Set(['x', 'y', 'z']));
+    await second.stop();
+    expect(await committed(groupId, input)).toBe(3);
+  });
+});
