@@ -18,6 +18,13 @@ export function uniq(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
 }
 
+/** The token-signing secret of the running stack (REACH_TOKEN_SECRET or the generated one). */
+export function tokenSecret(): string {
+  if (process.env.REACH_TOKEN_SECRET) return process.env.REACH_TOKEN_SECRET;
+  const home = process.env.REACH_HOME ?? join(process.cwd(), '.reach');
+  return readFileSync(join(home, 'token-secret'), 'utf8').trim();
+}
+
 /** The admin token of the running stack: REACH_ADMIN_TOKEN, or the one `reach up` generated. */
 export function adminToken(): string {
   if (process.env.REACH_ADMIN_TOKEN) return process.env.REACH_ADMIN_TOKEN;

@@ -6,6 +6,10 @@ import { down } from './commands/down.js';
 import { ps } from './commands/ps.js';
 import { setup } from './commands/setup.js';
 import { restart } from './commands/restart.js';
+import { agents } from './commands/agents.js';
+import { send } from './commands/send.js';
+import { status } from './commands/status.js';
+import { trace } from './commands/trace.js';
 
 const USAGE = `reach — the Agent-Reach command line
 
@@ -14,6 +18,13 @@ const USAGE = `reach — the Agent-Reach command line
   reach ps [--json]       processes of the local stack and their readiness (exit 0 when all ready)
   reach setup             the deploy step alone: migrations, topics, schema registration
   reach restart <name>    restart one component of the running stack from the current build
+  reach agents [--capability C] [--status S] [--domain D]
+                          the registry's agents, their capabilities, load and QoS
+  reach send (--capability C | --topic T | --agent ID) [--payload JSON] [--wait] [--wait-ms N]
+             [--type T] [--idempotency-key K] [--session S] [--priority HIGH|NORMAL|LOW]
+                          submit a message (admin token); --wait waits for the handler's result
+  reach status <message_id>             a message's state and timeline
+  reach trace <trace_id|message_id>     every message and event of a trace
 
 Options: --json for machine-readable output. Configuration: REACH_* environment variables (README).`;
 
@@ -22,7 +33,24 @@ async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
-    options: { detach: { type: 'boolean', default: false }, json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
+    options: {
+      detach: { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+      // agents / send
+      capability: { type: 'string' },
+      status: { type: 'string' },
+      domain: { type: 'string' },
+      topic: { type: 'string' },
+      agent: { type: 'string' },
+      payload: { type: 'string' },
+      type: { type: 'string' },
+      wait: { type: 'boolean', default: false },
+      'wait-ms': { type: 'string' },
+      'idempotency-key': { type: 'string' },
+      session: { type: 'string' },
+      priority: { type: 'string' },
+    },
   });
   switch (command) {
     case 'up':
@@ -35,6 +63,26 @@ async function main(argv: string[]): Promise<number> {
       return setup();
     case 'restart':
       return restart(positionals[0]);
+    case 'agents':
+      return agents({ capability: values.capability, status: values.status, domain: values.domain, json: values.json });
+    case 'send':
+      return send({
+        capability: values.capability,
+        topic: values.topic,
+        agent: values.agent,
+        payload: values.payload,
+        type: values.type,
+        wait: values.wait,
+        waitMs: values['wait-ms'],
+        idempotencyKey: values['idempotency-key'],
+        session: values.session,
+        priority: values.priority,
+        json: values.json,
+      });
+    case 'status':
+      return status(positionals[0], { json: values.json });
+    case 'trace':
+      return trace(positionals[0], { json: values.json });
     case undefined:
     case 'help':
     case '--help':

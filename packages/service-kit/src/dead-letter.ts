@@ -29,6 +29,12 @@ function reasonFor(error: ReachError): DeadLetterReason {
   }
 }
 
+/** Credentials never go into the DLQ (admins read it): the agent token header is dropped. */
+function withoutSecrets(headers: Readonly<Record<string, string>>): Record<string, string> {
+  const { 'reach-token': _token, ...rest } = headers;
+  return rest;
+}
+
 export interface DeadLetterInput {
   service: string;
   error: ReachError;
@@ -68,7 +74,7 @@ export function deadLetterRecord(codec: SchemaCodec, input: DeadLetterInput, now
     envelope: env,
     raw_key: keepRaw ? (input.record!.key ?? null) : null,
     raw_value: keepRaw ? (input.record!.value ?? null) : null,
-    raw_headers: input.record ? { ...input.record.headers } : {},
+    raw_headers: input.record ? withoutSecrets(input.record.headers) : {},
   };
   // An envelope too large to re-encode (4102) is kept as raw bytes instead.
   if (env && input.error.codeName === 'PAYLOAD_TOO_LARGE') {

@@ -35,6 +35,8 @@ interface Route {
 }
 
 const MAX_BODY_BYTES = 1024 * 1024;
+/** Past the limit the rest of a body is read and dropped (so the client gets the 413 rather than a reset connection), up to this much. */
+const MAX_DISCARD_BYTES = 16 * 1024 * 1024;
 
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -43,8 +45,12 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
     req.on('data', (c: Buffer) => {
       size += c.length;
       if (size > MAX_BODY_BYTES) {
-        reject(new ReachError('PAYLOAD_TOO_LARGE', `request body over ${MAX_BODY_BYTES} bytes`));
-        req.destroy();
+        if (size - c.length <= MAX_BODY_BYTES) {
+          // the first chunk over the limit: answer now, drop what was kept
+          chunks.length = 0;
+          reject(new ReachError('PAYLOAD_TOO_LARGE', `request body over ${MAX_BODY_BYTES} bytes`));
+        }
+        if (size > MAX_DISCARD_BYTES) req.destroy();
         return;
       }
       chunks.push(c);

@@ -1,16 +1,18 @@
 import { hostname } from 'node:os';
-import { loadConfig, ConfigError, toReachError, type ConfigOf, type Logger, type OptionKey } from '@reach/core';
+import { loadConfig, ConfigError, OPTIONS, toReachError, type ConfigOf, type Logger, type OptionKey } from '@reach/core';
 import { SchemaCodec } from '@reach/envelope';
 import {
   createKafka,
   createProducer,
   runStage,
+  runBatchStage,
   topicSchemaBindings,
   type InRecord,
   type Kafka,
   type OutRecord,
   type Producer,
   type RunningStage,
+  type RunningBatchStage,
   type StageHandlerContext,
 } from '@reach/kafka';
 import { createPgPool, createRedis, ensurePartitions, migrate, type Pool, type Redis } from '@reach/store';
@@ -30,6 +32,8 @@ export interface ServiceDefinition<K extends OptionKey> {
   port: OptionKey;
   /** Extra options the service reads beyond the base set. */
   options: readonly K[];
+  /** Options among `options` that must be set (no usable default): unset → exit 78 at start. */
+  required?: readonly K[];
   postgres?: boolean;
   redis?: boolean;
   start(ctx: ServiceContext<K>): Promise<void>;
@@ -43,6 +47,18 @@ export interface StageOptions {
   partitionsConsumedConcurrently?: number;
   fromBeginning?: boolean;
   handle: (record: InRecord, ctx: StageHandlerContext) => Promise<readonly OutRecord[]>;
+}
+
+export interface BatchStageOptions {
+  topics: readonly string[];
+  /** Defaults to `reach-<service>`. */
+  groupId?: string;
+  /** Most records per handler call (default 1000). */
+  maxBatch?: number;
+  partitionsConsumedConcurrently?: number;
+  fromBeginning?: boolean;
+  /** Makes the records durable (e.g. one bulk write), returns outputs such as DLQ entries. */
+  handleBatch: (records: readonly InRecord[]) => Promise<readonly OutRecord[]>;
 }
 
 export interface ServiceContext<K extends OptionKey> {
@@ -59,6 +75,8 @@ export interface ServiceContext<K extends OptionKey> {
   readonly redis: Redis;
   /** Runs a consume loop whose poison records go to reach.dlq.v1; stopped first on shutdown. */
   stage(opts: StageOptions): Promise<RunningStage>;
+  /** Runs a batch consume loop (see runBatchStage); stopped first on shutdown, like stage(). */
+  batchStage(opts: BatchStageOptions): Promise<RunningBatchStage>;
   /** Registers cleanup, run in reverse order after the stages stop. */
   onShutdown(fn: () => Promise<void> | void): void;
   /** Readiness beyond "started": e.g. a local view that has caught up. */
@@ -86,6 +104,10 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
       ...(def.redis ? (['redisUrl'] as const) : []),
     ];
     config = loadConfig(keys as Array<K | BaseKey | 'databaseUrl' | 'redisUrl'>, env) as typeof config;
+    const unset = (def.required ?? []).filter((k) => config[k] === undefined || config[k] === '');
+    if (unset.length > 0) {
+      throw new ConfigError(`${unset.map((k) => OPTIONS[k].env).join(', ')} must be set for ${def.name}`);
+    }
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${def.name}: ${err.message}\n`);
@@ -100,7 +122,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
   const readiness = new Map<string, () => boolean>();
   let started = false;
   let stopping = false;
-  const stages: RunningStage[] = [];
+  const stages: Array<RunningStage | RunningBatchStage> = [];
   const cleanups: Array<() => Promise<void> | void> = [];
 
   http.route('GET', '/healthz', () => ({ status: 200, body: { status: 'ok', service: def.name, instance: instanceId } }));
@@ -213,6 +235,22 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
             stageCounter.inc({ topic: record.topic, outcome });
             stageSeconds.observe({ topic: record.topic }, ms / 1000);
           },
+        });
+        stages.push(running);
+        return running;
+      },
+      batchStage: async (opts) => {
+        const running = await runBatchStage({
+          kafka,
+          producer,
+          logger: log,
+          groupId: opts.groupId ?? `reach-${def.name}`,
+          topics: opts.topics,
+          handleBatch: opts.handleBatch,
+          ...(opts.maxBatch ? { maxBatch: opts.maxBatch } : {}),
+          ...(opts.partitionsConsumedConcurrently ? { partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently } : {}),
+          ...(opts.fromBeginning !== undefined ? { fromBeginning: opts.fromBeginning } : {}),
+          onFatal: fatal,
         });
         stages.push(running);
         return running;

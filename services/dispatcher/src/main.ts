@@ -1,12 +1,14 @@
 import { runService } from '@reach/service-kit';
+import { DISPATCHER_OPTIONS, startDispatcher } from './dispatcher.js';
 
-// dispatcher: WebSocket gateway and HTTP push, seq/replay, acks, ack deadlines, circuit breakers (DESIGN §1).
-// Foundation stage: the service starts, connects to Kafka and the schema registry, serves
-// /healthz, /readyz and /metrics, and stops cleanly. Its pipeline stage lands with issue #3/#4.
+// dispatcher: the WebSocket gateway and HTTP push, per-agent seq and replay, acks, rejects and
+// results (DESIGN §1, §4; SPEC R-C3…R-C10).
 await runService({
   name: 'dispatcher',
   port: 'dispatcherPort',
-  options: [],
+  options: DISPATCHER_OPTIONS,
+  required: ['tokenSecret'],
   redis: true,
-  start: async () => undefined,
+  postgres: true,
+  start: startDispatcher,
 });

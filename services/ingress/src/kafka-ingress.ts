@@ -1,41 +1,53 @@
+import { toReachError, type OptionKey } from '@reach/core';
 import type { Envelope } from '@reach/envelope';
-import { validateEnvelope } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
-import { deadLetterRecord, statusRecord, type ServiceContext } from '@reach/service-kit';
+import type { ServiceContext } from '@reach/service-kit';
+import { TOKEN_HEADER, type Acceptor } from './acceptance.js';
+import type { IngressMetrics } from './metrics.js';
 
 const INGRESS_SUBJECT = valueSubject(TOPICS.ingress.name);
-const PENDING_SUBJECT = valueSubject(TOPICS.pending.name);
 
 /**
- * The Kafka ingress path (DESIGN §2): decode the framed envelope, validate it exactly as the
- * HTTP path does, and accept it onto reach.pending.v1 as PENDING. A record that cannot be
- * decoded throws a non-retryable ReachError: the stage kit sends its raw bytes to
- * reach.dlq.v1 with reason INVALID and its code, and the partition moves on. A decoded
- * envelope that breaks a rule goes to the DLQ with the envelope and is marked REJECTED.
+ * The Kafka ingress path (DESIGN §2): decode the framed envelope, then the same Acceptor as
+ * the HTTP path (token in the `reach-token` header, envelope rules, idempotency key). Whatever
+ * it returns is produced by the stage before the source offset is committed: the envelope on
+ * reach.pending.v1 with its PENDING status, or a refusal (DLQ reason INVALID with its code,
+ * REJECTED status, receipt). A duplicate produces nothing. Only a dependency failure (registry,
+ * Redis and PostgreSQL both down) stops the partition, and the stage retries it.
  */
-export async function startKafkaIngress(ctx: ServiceContext<never>): Promise<void> {
-  const { codec, config } = ctx;
+export async function startKafkaIngress<K extends OptionKey>(ctx: ServiceContext<K>, acceptor: Acceptor, metrics: IngressMetrics): Promise<void> {
+  const { codec } = ctx;
   await ctx.stage({
     topics: [TOPICS.ingress.name],
     concurrency: 16,
-    handle: async (record: InRecord): Promise<OutRecord[]> => {
-      const envelope = await codec.decode<Envelope>(INGRESS_SUBJECT, record.value);
-      const invalid = validateEnvelope(envelope, { maxPayloadBytes: config.maxPayloadBytes });
-      if (invalid) {
-        // Decoded but breaking a rule: keep the envelope in the DLQ entry and make the
-        // rejection queryable by its message id.
-        return [
-          deadLetterRecord(codec, { service: ctx.service, error: invalid, record, envelope, reason: 'INVALID' }),
-          statusRecord(codec, { state: 'REJECTED', envelope, service: ctx.service, instance: ctx.instanceId, code: invalid.code, reason: invalid.message }),
-        ];
+    handle: async (record: InRecord): Promise<readonly OutRecord[]> => {
+      let envelope: Envelope;
+      try {
+        envelope = await codec.decode<Envelope>(INGRESS_SUBJECT, record.value);
+      } catch (err) {
+        const error = toReachError(err);
+        if (error.retryable && error.codeName !== 'INTERNAL') throw error;
+        ctx.log.warn({ code: error.code, err: error.message, partition: record.partition, offset: record.offset }, 'undecodable record sent to the DLQ');
+        metrics.undecodable(error.code);
+        return acceptor.undecodable(record, error);
       }
-      const headers: Record<string, string> = {};
-      if (record.headers.traceparent) headers.traceparent = record.headers.traceparent;
-      return [
-        // Re-encoded with this build's reader schema: downstream stages only ever see the current version.
-        { topic: TOPICS.pending.name, key: envelope.session_id ?? envelope.message_id, value: codec.encode(PENDING_SUBJECT, envelope), headers },
-        statusRecord(codec, { state: 'PENDING', envelope, service: ctx.service, instance: ctx.instanceId }),
-      ];
+      try {
+        const acceptance = await acceptor.accept({
+          envelope,
+          token: record.headers[TOKEN_HEADER],
+          via: { kind: 'kafka', record },
+          traceparent: record.headers.traceparent,
+        });
+        metrics.count('kafka', acceptance);
+        return acceptance.outcome === 'duplicate' ? [] : acceptance.records;
+      } catch (err) {
+        const error = toReachError(err);
+        if (error.retryable && error.codeName !== 'INTERNAL') throw error;
+        // A bug, not the record's fault: still never block the partition, and keep the entry
+        // here rather than in the generic poison path, which would keep the producer's token.
+        ctx.log.error({ err, message_id: envelope.message_id, trace_id: envelope.trace_id }, 'acceptance failed unexpectedly; record sent to the DLQ');
+        return acceptor.undecodable(record, error);
+      }
     },
   });
 }

@@ -1,11 +1,60 @@
-import { runService } from '@reach/service-kit';
+import type { RetryRequest } from '@reach/envelope';
+import { runDelayStage, TOPICS, valueSubject } from '@reach/kafka';
+import { deadLetterRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
+import { isHold } from '@reach/routing';
+import { republish } from './republish.js';
 
-// retry-scheduler: backoff delays, attempt and budget accounting; reach.retry.v1 → reach.pending.v1 (DESIGN §1).
-// Foundation stage: the service starts, connects to Kafka and the schema registry, serves
-// /healthz, /readyz and /metrics, and stops cleanly. Its pipeline stage lands with issue #3/#4.
+const RETRY_SUBJECT = valueSubject(TOPICS.retry.name);
+
+// retry-scheduler: reach.retry.v1 → reach.pending.v1 when each request's not_before is due
+// (DESIGN §1). The delay lives on Kafka (paused partitions, committed offsets), so it survives
+// restarts. Backoff formulas and attempt budgets are computed upstream for now.
+async function start(ctx: ServiceContext<never>): Promise<void> {
+  const { codec, metrics } = ctx;
+  const republished = metrics.counter('republished_total', 'Retry requests re-published to reach.pending.v1, by kind (hold, retry).', ['kind']);
+  const lateness = metrics.histogram(
+    'republish_lateness_seconds',
+    'How long after its not_before a retry request was re-published.',
+    [],
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  );
+  const pauses = metrics.counter('partition_pauses_total', 'Times a partition was paused until its next request was due.');
+
+  const stage = await runDelayStage<RetryRequest>({
+    kafka: ctx.kafka,
+    producer: ctx.producer,
+    groupId: `reach-${ctx.service}`,
+    topic: TOPICS.retry.name,
+    logger: ctx.log,
+    partitionsConsumedConcurrently: 6,
+    decode: (record) => codec.decode<RetryRequest>(RETRY_SUBJECT, record.value),
+    dueAt: (req) => req.not_before,
+    handle: (req, record) => {
+      const now = Date.now();
+      const kind = isHold(req) ? 'hold' : 'retry';
+      republished.inc({ kind });
+      lateness.observe(Math.max(0, now - req.not_before) / 1000);
+      forMessage(ctx.log, req.envelope).debug({ attempt: req.attempt, reason: req.reason, kind }, 're-published to reach.pending.v1');
+      return republish(ctx, req, record, now);
+    },
+    onPoison: (record, error) => [deadLetterRecord(codec, { service: ctx.service, error, record })],
+    onFatal: (err) => {
+      ctx.log.fatal({ err }, 'retry consumer cannot continue; exiting for a supervised restart');
+      process.exitCode = 70;
+      process.kill(process.pid, 'SIGTERM');
+    },
+    onRecord: (outcome, record, ms) => {
+      metrics.stageRecords.inc({ topic: record.topic, outcome });
+      metrics.stageSeconds.observe({ topic: record.topic }, ms / 1000);
+    },
+    onPause: () => pauses.inc(),
+  });
+  ctx.onShutdown(() => stage.stop());
+}
+
 await runService({
   name: 'retry-scheduler',
   port: 'retrySchedulerPort',
   options: [],
-  start: async () => undefined,
+  start,
 });

@@ -1,12 +1,110 @@
-import { runService } from '@reach/service-kit';
+import { randomBytes } from 'node:crypto';
+import type { Envelope } from '@reach/envelope';
+import { TOPICS, valueSubject, type InRecord } from '@reach/kafka';
+import { readHints, routeMessage, type RoutingConfig } from '@reach/routing';
+import { forMessage, runService, type ServiceContext } from '@reach/service-kit';
+import { KeyedSerializer } from './keyed-serializer.js';
+import { routerMetrics } from './metrics.js';
+import { decisionRecords, type OutputContext } from './outputs.js';
+import { RedisStickyStore } from './redis-sticky.js';
+import { registerViewApi } from './view-api.js';
+import { startRegistryViews } from './views.js';
 
-// router: rules, candidate filter, scoring, stickiness, saturation queue; reach.pending.v1 → reach.routed.v1 (DESIGN §1).
-// Foundation stage: the service starts, connects to Kafka and the schema registry, serves
-// /healthz, /readyz and /metrics, and stops cleanly. Its pipeline stage lands with issue #3/#4.
+const PENDING_SUBJECT = valueSubject(TOPICS.pending.name);
+
+const OPTIONS = [
+  'adminToken',
+  'redisUrl',
+  'region',
+  'weightPriority',
+  'weightHealth',
+  'weightLoad',
+  'weightLocality',
+  'routeJitter',
+  'hotspotCandidates',
+  'hotspotTopK',
+  'saturation',
+  'saturationRetryMs',
+  'stickyTtlS',
+  'ackTimeoutMs',
+] as const;
+
+// router: reach.pending.v1 → reach.routed.v1 (DESIGN §1): candidate filter, scoring,
+// stickiness, saturation hold, fan-out, no-route handling, from local views of the registry.
+async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<void> {
+  const { config, codec } = ctx;
+  const metrics = routerMetrics(ctx.metrics);
+
+  const views = await startRegistryViews(ctx.kafka, ctx.codec, ctx.log, `reach-router-view-${randomBytes(3).toString('hex')}`);
+  ctx.onShutdown(() => views.stop());
+  ctx.addReadinessCheck('agents-view', () => views.agents.caughtUp);
+  ctx.addReadinessCheck('presence-view', () => views.presence.caughtUp);
+  registerViewApi(ctx.http, views.index, config.adminToken);
+
+  const sticky = new RedisStickyStore(config.redisUrl, ctx.log);
+  ctx.onShutdown(() => sticky.close());
+
+  const routing: RoutingConfig = {
+    weightPriority: config.weightPriority,
+    weightHealth: config.weightHealth,
+    weightLoad: config.weightLoad,
+    weightLocality: config.weightLocality,
+    jitter: config.routeJitter,
+    region: config.region,
+    hotspotCandidates: config.hotspotCandidates,
+    topK: config.hotspotTopK,
+    saturation: config.saturation,
+    stickyTtlS: config.stickyTtlS,
+  };
+  const deps = { index: views.index, config: routing, sticky, rng: Math.random };
+  const out: OutputContext = {
+    codec,
+    service: ctx.service,
+    instanceId: ctx.instanceId,
+    ackTimeoutMs: config.ackTimeoutMs,
+    saturationRetryMs: config.saturationRetryMs,
+  };
+
+  // Routing from a half-read registry would send everything to NO_ROUTE: consume only once
+  // both views hold everything that was in their topics at start.
+  await Promise.all([views.agents.ready(), views.presence.ready()]);
+  ctx.log.info({ agents: views.index.size, presence: views.presence.size }, 'registry views caught up');
+
+  const serializer = new KeyedSerializer();
+  const handle = async (record: InRecord) => {
+    const envelope = await codec.decode<Envelope>(PENDING_SUBJECT, record.value);
+    const started = performance.now();
+    const now = Date.now();
+    const hints = readHints(record.headers, envelope);
+    const decision = await routeMessage(envelope, hints, deps, now);
+    const records = decisionRecords(out, { envelope, hints, record }, decision, now);
+    metrics.routeSeconds.observe((performance.now() - started) / 1000);
+    metrics.hopSeconds.observe(Math.max(0, now - Number(record.timestamp)) / 1000);
+    metrics.decisions.inc({ outcome: decision.kind });
+    metrics.candidates.observe(decision.candidates);
+    const log = forMessage(ctx.log, envelope);
+    if (decision.kind === 'routed') log.debug({ agent_id: decision.agentId, strategy: decision.trace.strategy, attempt: hints.attempt }, 'routed');
+    else if (decision.kind === 'fanout') log.debug({ copies: decision.agentIds.length, attempt: hints.attempt }, 'fanned out');
+    // A saturation hold comes round every REACH_SATURATION_RETRY_MS while it lasts: debug, not info.
+    else if (decision.kind === 'saturated' && !hints.rejectOnSaturation)
+      log.debug({ attempt: hints.attempt, candidates: decision.candidates }, 'held: saturated');
+    else log.info({ outcome: decision.kind, attempt: hints.attempt, ...(decision.kind === 'no_route' ? { why: decision.why } : {}) }, 'not routed');
+    return records;
+  };
+
+  await ctx.stage({
+    topics: [TOPICS.pending.name],
+    concurrency: 16,
+    partitionsConsumedConcurrently: 3,
+    // One session's records share a key: they are routed one after another so that each sees
+    // the sticky binding the previous one wrote.
+    handle: (record) => serializer.run(record.key?.toString('utf8') ?? `${record.partition}:${record.offset}`, () => handle(record)),
+  });
+}
+
 await runService({
   name: 'router',
   port: 'routerPort',
-  options: [],
-  redis: true,
-  start: async () => undefined,
+  options: OPTIONS,
+  start,
 });

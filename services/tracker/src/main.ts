@@ -1,12 +1,44 @@
-import { runService } from '@reach/service-kit';
+import { TOPICS } from '@reach/kafka';
+import { runService, type ServiceContext } from '@reach/service-kit';
+import { ensurePartitions } from '@reach/store';
+import { TrackerMetrics } from './metrics.js';
+import { StatusFolder } from './status-folder.js';
+import { ReadModelWriter } from './writer.js';
 
-// tracker: the message read model: reach.status.v1 → PostgreSQL, in batches (DESIGN §1).
-// Foundation stage: the service starts, connects to Kafka and the schema registry, serves
-// /healthz, /readyz and /metrics, and stops cleanly. Its pipeline stage lands with issue #3/#4.
+// tracker: the message read model: reach.status.v1 → PostgreSQL `messages` and
+// `message_events`, in batches (DESIGN §1, SPEC R-D1, R-E4). The only writer of those tables.
+const OPTIONS = ['trackerBatchSize'] as const;
+type Key = (typeof OPTIONS)[number];
+
+/** The monthly partitions are checked again daily, so a long-running tracker never runs past them. */
+const PARTITION_CHECK_MS = 24 * 3600 * 1000;
+
+// Status events are keyed by message id: a message's events stay on one partition, so
+// partitions can be written in parallel without two writers ever touching the same row.
+const PARALLEL_PARTITIONS = 3;
+
+async function start(ctx: ServiceContext<Key>): Promise<void> {
+  const metrics = new TrackerMetrics(ctx.metrics);
+  const folder = new StatusFolder(ctx.codec, new ReadModelWriter(ctx.pg), metrics, ctx.log, ctx.service);
+
+  const partitions = setInterval(() => {
+    ensurePartitions(ctx.pg).catch((err: unknown) => ctx.log.warn({ err }, 'monthly partition check failed; retried tomorrow'));
+  }, PARTITION_CHECK_MS);
+  partitions.unref();
+  ctx.onShutdown(() => clearInterval(partitions));
+
+  await ctx.batchStage({
+    topics: [TOPICS.status.name],
+    maxBatch: ctx.config.trackerBatchSize,
+    partitionsConsumedConcurrently: PARALLEL_PARTITIONS,
+    handleBatch: (records) => folder.handle(records),
+  });
+}
+
 await runService({
   name: 'tracker',
   port: 'trackerPort',
-  options: [],
+  options: OPTIONS,
   postgres: true,
-  start: async () => undefined,
+  start,
 });

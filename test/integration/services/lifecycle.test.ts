@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { uniq } from '../../helpers/env.js';
+import { adminToken, tokenSecret, uniq } from '../../helpers/env.js';
 
 // Every service, started as its own extra instance next to the running stack: it connects to
 // Kafka and the schema registry, serves /healthz, /readyz and /metrics, and stops cleanly
@@ -21,7 +21,15 @@ interface Started {
 
 function start(service: string, env: Record<string, string>): Started {
   const child = spawn(process.execPath, [join('services', service, 'dist/main.js')], {
-    env: { ...process.env, REACH_INSTANCE_ID: uniq(`${service}-lifecycle`), [portVar(service)]: '0', ...env },
+    env: {
+      ...process.env,
+      // what `reach up` gives every service
+      REACH_TOKEN_SECRET: tokenSecret(),
+      REACH_ADMIN_TOKEN: adminToken(),
+      REACH_INSTANCE_ID: uniq(`${service}-lifecycle`),
+      [portVar(service)]: '0',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -160,6 +160,9 @@ describe('SchemaCodec round trips', () => {
       idempotency_key: 'k',
       session_id: 's',
       correlation_id: 'c',
+      request_id: 'r',
+      reply_to: 'agent.reply',
+      priority: 'HIGH',
     };
     expect(await codec.decode(SUBJECTS.status.subject, codec.encode(SUBJECTS.status.subject, full))).toEqual(full);
     const sparse: StatusEvent = {
@@ -179,6 +182,9 @@ describe('SchemaCodec round trips', () => {
       idempotency_key: null,
       session_id: null,
       correlation_id: null,
+      request_id: null,
+      reply_to: null,
+      priority: null,
     };
     expect(await codec.decode(SUBJECTS.status.subject, codec.encode(SUBJECTS.status.subject, sparse))).toEqual(sparse);
   });

@@ -70,17 +70,18 @@ export class Supervisor {
   private onExit(r: Running, code: number | null): void {
     if (this.stopping || !this.procs.includes(r)) return;
     const now = Date.now();
+    // Only crashes count towards the limit: a clean exit (`reach restart`) comes back at once.
+    const crashed = code !== 0;
     const recent = r.restarts.filter((t) => now - t < 5 * 60_000);
-    if (recent.length >= 10) {
-      this.onEvent(`${r.spec.name} exited (${code}) 10 times in 5 minutes; not restarting it. See ${this.logFile(r.spec.name)}`);
+    if (crashed && recent.length >= 10) {
+      this.onEvent(`${r.spec.name} crashed (${code}) 10 times in 5 minutes; not restarting it. See ${this.logFile(r.spec.name)}`);
       return;
     }
-    // A clean exit (e.g. `reach restart`) comes back at once; a crash backs off.
-    const delay = code === 0 ? 200 : Math.min(30_000, 1000 * 2 ** recent.length);
+    const delay = crashed ? Math.min(30_000, 1000 * 2 ** recent.length) : 200;
     this.onEvent(`${r.spec.name} exited (${code}); restarting in ${delay / 1000}s`);
     setTimeout(() => {
       if (this.stopping) return;
-      const next = this.spawnOne(r.spec, [...recent, now]);
+      const next = this.spawnOne(r.spec, crashed ? [...recent, now] : recent);
       this.procs[this.procs.indexOf(r)] = next;
       this.onPidsChanged();
     }, delay).unref();

@@ -1,0 +1,83 @@
+import type { EachBatchPayload, Kafka, Producer } from 'kafkajs';
+import { toReachError, type Logger } from '@reach/core';
+import { flattenHeaders, produceAll, type InRecord, type OutRecord } from './records.js';
+import { createStageConsumer, OffsetCommitter } from './group-consumer.js';
+
+/**
+ * A consume loop for stages whose real output is a bulk write (the tracker folding status
+ * events into PostgreSQL): the handler gets up to `maxBatch` records of one partition at once
+ * and must make them durable before it returns. Only then are any outputs it returns (DLQ
+ * entries for records it could not use) produced with acks=-1 and the offsets resolved, so a
+ * crash replays records instead of losing them (at-least-once; the writes must be idempotent).
+ *
+ * A handler failure stops the batch without resolving it; kafkajs retries it with backoff
+ * (dependency down). The handler itself turns poison records into outputs: nothing here can
+ * tell a bad record from a bad dependency.
+ */
+export interface RunBatchStageOptions {
+  kafka: Kafka;
+  producer: Producer;
+  groupId: string;
+  topics: readonly string[];
+  logger: Logger;
+  /** Most records handed to one handler call (default 1000). */
+  maxBatch?: number;
+  /** Read from the earliest offset when the group has no committed offset (default true). */
+  fromBeginning?: boolean;
+  /** Partitions processed in parallel (default 1). */
+  partitionsConsumedConcurrently?: number;
+  handleBatch: (records: readonly InRecord[]) => Promise<readonly OutRecord[]>;
+  /** Called when kafkajs gives up on the consumer: the process should exit for a supervised restart. */
+  onFatal: (error: Error) => void;
+}
+
+export interface RunningBatchStage {
+  stop(): Promise<void>;
+}
+
+export async function runBatchStage(opts: RunBatchStageOptions): Promise<RunningBatchStage> {
+  const log = opts.logger.child({ component: 'batch-stage', group: opts.groupId });
+  const maxBatch = opts.maxBatch ?? 1000;
+  const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal);
+  const committer = new OffsetCommitter(consumer, log);
+
+  const eachBatch = async ({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> => {
+    const msgs = batch.messages;
+    for (let start = 0; start < msgs.length; start += maxBatch) {
+      if (!isRunning() || isStale()) return;
+      const records: InRecord[] = msgs.slice(start, start + maxBatch).map((m) => ({
+        topic: batch.topic,
+        partition: batch.partition,
+        offset: m.offset,
+        timestamp: m.timestamp,
+        key: m.key,
+        value: m.value,
+        headers: flattenHeaders(m.headers),
+      }));
+      let out: readonly OutRecord[];
+      try {
+        out = await opts.handleBatch(records);
+      } catch (err) {
+        const error = toReachError(err);
+        log.warn({ err: error, code: error.code, partition: batch.partition, offset: records[0]!.offset }, 'batch failed; kafkajs retries it');
+        throw error;
+      }
+      await produceAll(opts.producer, out);
+      const last = records[records.length - 1]!;
+      resolveOffset(last.offset);
+      committer.done(last.topic, last.partition, last.offset);
+      await heartbeat();
+    }
+  };
+
+  await consumer.connect();
+  await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? true });
+  await consumer.run({
+    autoCommit: false,
+    eachBatchAutoResolve: false,
+    partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently ?? 1,
+    eachBatch,
+  });
+  log.info({ topics: opts.topics }, 'batch stage consuming');
+  return { stop: () => committer.stopConsumer() };
+}

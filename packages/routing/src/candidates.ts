@@ -1,0 +1,98 @@
+import type { AgentRecord, CapabilityMode, Presence } from '@reach/envelope';
+import { capabilityMatches, hasAllTags, type Address } from './capability.js';
+import type { AgentIndex } from './agent-index.js';
+
+/**
+ * The candidate filter (SPEC R-B2). The circuit and domain checks are hooks so the breaker
+ * (R-D8) and security domains (R-A8) can plug in without touching the filter; by default they
+ * allow everything.
+ */
+export interface FilterHooks {
+  circuitOpen?(agentId: string): boolean;
+  domainAllowed?(producer: string, agent: AgentRecord): boolean;
+}
+
+/** Why an agent offering the name is not a candidate (counted in the routing trace). */
+export type Rejection = 'status' | 'lease' | 'unreachable' | 'mode' | 'tags' | 'excluded' | 'circuit' | 'domain';
+
+export interface FilterInput {
+  readonly address: Address;
+  readonly mode: CapabilityMode;
+  readonly requiredTags: readonly string[];
+  readonly exclude: readonly string[];
+  readonly producer: string;
+  readonly now: number;
+  readonly hooks?: FilterHooks;
+}
+
+export interface FilterResult {
+  readonly candidates: AgentRecord[];
+  /** Every agent offering the name, candidate or not. */
+  readonly considered: number;
+  readonly rejected: Partial<Record<Rejection, number>>;
+  /**
+   * True when the exclusion list would have left no candidate and was dropped: a failover
+   * retry goes to another candidate *when one exists* (SPEC R-B9), else to the same one again.
+   */
+  readonly exclusionRelaxed: boolean;
+}
+
+/** An agent the dispatcher can push to: a live WebSocket somewhere, or an HTTP endpoint. */
+export function isReachable(agent: AgentRecord, presence: Presence | undefined): boolean {
+  return presence?.connected === true || (agent.endpoints.http !== null && agent.endpoints.http !== '');
+}
+
+/** ONLINE (not COOLDOWN or OFFLINE) with an unexpired lease. */
+export function liveness(agent: AgentRecord, now: number): 'status' | 'lease' | undefined {
+  if (agent.status !== 'ONLINE') return 'status';
+  if (agent.lease_expires_at <= now) return 'lease';
+  return undefined;
+}
+
+export function filterCandidates(index: AgentIndex, input: FilterInput): FilterResult {
+  const offering = index.withCapability(input.address.name);
+  const rejected: Partial<Record<Rejection, number>> = {};
+  const reject = (why: Rejection): void => {
+    rejected[why] = (rejected[why] ?? 0) + 1;
+  };
+  const candidates: AgentRecord[] = [];
+  const excludedButFit: AgentRecord[] = [];
+  for (const agent of offering) {
+    const caps = agent.capabilities.filter((c) => capabilityMatches(c, input.address, input.mode));
+    if (caps.length === 0) {
+      reject('mode');
+      continue;
+    }
+    if (!caps.some((c) => hasAllTags(c, input.requiredTags))) {
+      reject('tags');
+      continue;
+    }
+    const dead = liveness(agent, input.now);
+    if (dead) {
+      reject(dead);
+      continue;
+    }
+    if (!isReachable(agent, index.presenceOf(agent.agent_id))) {
+      reject('unreachable');
+      continue;
+    }
+    if (input.hooks?.circuitOpen?.(agent.agent_id)) {
+      reject('circuit');
+      continue;
+    }
+    if (input.hooks?.domainAllowed && !input.hooks.domainAllowed(input.producer, agent)) {
+      reject('domain');
+      continue;
+    }
+    if (input.exclude.includes(agent.agent_id)) {
+      reject('excluded');
+      excludedButFit.push(agent);
+      continue;
+    }
+    candidates.push(agent);
+  }
+  if (candidates.length === 0 && excludedButFit.length > 0) {
+    return { candidates: excludedButFit, considered: offering.length, rejected, exclusionRelaxed: true };
+  }
+  return { candidates, considered: offering.length, rejected, exclusionRelaxed: false };
+}

@@ -1,0 +1,52 @@
+import type { Envelope } from '@reach/envelope';
+
+/** Kafka record headers on reach.pending.v1 (docs/pipeline.md). */
+export const ATTEMPT_HEADER = 'reach-attempt';
+export const EXCLUDE_HEADER = 'reach-exclude-agents';
+
+/** Envelope headers (the envelope's own `headers` map) the router reads (docs/pipeline.md). */
+export const PREFERRED_AGENT = 'reach-preferred-agent';
+export const ON_SATURATION = 'reach-on-saturation';
+export const CAPABILITY_TAGS = 'reach-capability-tags';
+
+/**
+ * Set by the router on each copy of a topic fan-out: the original message id and the agent the
+ * copy belongs to. A retried copy comes back through reach.pending.v1 still carrying its
+ * topic; these headers route it to its own subscriber again instead of fanning out anew.
+ */
+export const FANOUT_PARENT = 'reach-fanout-parent';
+export const FANOUT_AGENT = 'reach-fanout-agent';
+
+/** What the sender and earlier attempts ask of this routing decision. */
+export interface RouteHints {
+  /** 0 for a first attempt. */
+  readonly attempt: number;
+  /** Agents a retry should avoid (failover, SPEC R-B9). */
+  readonly excludeAgents: readonly string[];
+  readonly preferredAgent: string | undefined;
+  /** QUEUE_REQUEST: answer 2002 instead of holding the message when every candidate is saturated. */
+  readonly rejectOnSaturation: boolean;
+  /** Tags the chosen capability must carry. */
+  readonly capabilityTags: readonly string[];
+}
+
+export function splitList(raw: string | undefined): string[] {
+  if (!raw) return [];
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+/** Reads the hints from the record's Kafka headers and the envelope's own headers. */
+export function readHints(recordHeaders: Readonly<Record<string, string>>, envelope: Envelope): RouteHints {
+  const attempt = Number(recordHeaders[ATTEMPT_HEADER] ?? '0');
+  const preferred = envelope.headers[PREFERRED_AGENT]?.trim();
+  return {
+    attempt: Number.isInteger(attempt) && attempt >= 0 ? attempt : 0,
+    excludeAgents: splitList(recordHeaders[EXCLUDE_HEADER]),
+    preferredAgent: preferred ? preferred : undefined,
+    rejectOnSaturation: envelope.headers[ON_SATURATION]?.trim().toUpperCase() === 'QUEUE_REQUEST',
+    capabilityTags: splitList(envelope.headers[CAPABILITY_TAGS]),
+  };
+}

@@ -1,0 +1,245 @@
+import type { AgentRecord, Envelope } from '@reach/envelope';
+import { AgentIndex } from './agent-index.js';
+import { parseAddress } from './capability.js';
+import { filterCandidates, isReachable, type FilterHooks, type Rejection } from './candidates.js';
+import { FANOUT_AGENT, FANOUT_PARENT, type RouteHints } from './hints.js';
+import { byScore, scoreCandidates, type ScoredCandidate, type ScoringConfig } from './score.js';
+import { rendezvousPick, stickyKey, type StickyStore } from './sticky.js';
+import { traceCandidates, type RouteTrace, type Strategy } from './trace.js';
+
+/** Everything the decision depends on besides the message (REACH_ROUTE_*, REACH_SATURATION, REACH_STICKY_TTL_S). */
+export interface RoutingConfig extends ScoringConfig {
+  /** Above this many available candidates, pick at random among the best `topK` (SPEC R-B4). */
+  readonly hotspotCandidates: number;
+  readonly topK: number;
+  /** Load rate above which a candidate is saturated (SPEC R-B7). */
+  readonly saturation: number;
+  readonly stickyTtlS: number;
+}
+
+export interface RouteDeps {
+  readonly index: AgentIndex;
+  readonly config: RoutingConfig;
+  readonly sticky: StickyStore;
+  /** [0, 1) — injected so tests are deterministic. */
+  readonly rng: () => number;
+  readonly hooks?: FilterHooks;
+}
+
+export type RouteDecision =
+  /** expire_at has passed: DEAD 3006. */
+  | { readonly kind: 'expired'; readonly candidates: 0 }
+  /** Nothing can take it (SPEC R-B10). */
+  | { readonly kind: 'no_route'; readonly why: string; readonly candidates: 0; readonly trace: NoRouteTrace }
+  /** Every candidate is above the saturation threshold (SPEC R-B7). */
+  | { readonly kind: 'saturated'; readonly candidates: number; readonly trace: RouteTrace }
+  /** Exactly one agent; `parentMessageId` is set for a retried fan-out copy. */
+  | { readonly kind: 'routed'; readonly agentId: string; readonly candidates: number; readonly trace: RouteTrace; readonly parentMessageId?: string }
+  /** A topic: one copy per subscriber (SPEC R-B8). */
+  | { readonly kind: 'fanout'; readonly agentIds: readonly string[]; readonly candidates: number; readonly trace: RouteTrace };
+
+export interface NoRouteTrace {
+  strategy: Strategy;
+  address: string;
+  /** Agents that offer the name (or the target id when it is registered). */
+  considered: number;
+  rejected?: Partial<Record<Rejection, number>>;
+}
+
+/**
+ * Decides where one message goes. Pure apart from the injected sticky store: no Kafka, no
+ * encoding, no clock (the caller passes `now`). The router service turns the decision into
+ * records (RoutedDelivery, status, retry, DLQ, receipt).
+ */
+export async function routeMessage(envelope: Envelope, hints: RouteHints, deps: RouteDeps, now: number): Promise<RouteDecision> {
+  if (envelope.expire_at !== null && envelope.expire_at <= now) return { kind: 'expired', candidates: 0 };
+  if (envelope.topic !== null) {
+    const copyAgent = envelope.headers[FANOUT_AGENT];
+    const parent = envelope.headers[FANOUT_PARENT];
+    if (copyAgent && parent) return routeToAgent(copyAgent, 'fanout_copy', deps, now, parent);
+    return fanOut(envelope, envelope.topic, hints, deps, now);
+  }
+  if (envelope.target_agent_id !== null) return routeToAgent(envelope.target_agent_id, 'target', deps, now);
+  if (envelope.capability !== null) return routeToCapability(envelope, envelope.capability, hints, deps, now);
+  return {
+    kind: 'no_route',
+    why: 'the message names no capability, topic or target agent',
+    candidates: 0,
+    trace: { strategy: 'weighted', address: '', considered: 0 },
+  };
+}
+
+/**
+ * A directly addressed agent (target_agent_id, or the subscriber of a fan-out copy): it must be
+ * registered, not OFFLINE, hold a valid lease and be reachable. COOLDOWN does not stop it: the
+ * sender chose this agent (replies and receipts go this way), so there is no balancing to do.
+ */
+function routeToAgent(agentId: string, strategy: Strategy, deps: RouteDeps, now: number, parentMessageId?: string): RouteDecision {
+  const agent = deps.index.agent(agentId);
+  const noRoute = (why: string, rejected?: Rejection): RouteDecision => ({
+    kind: 'no_route',
+    why,
+    candidates: 0,
+    trace: { strategy, address: agentId, considered: agent ? 1 : 0, ...(rejected ? { rejected: { [rejected]: 1 } } : {}) },
+  });
+  if (!agent) return noRoute(`agent ${agentId} is not registered`);
+  if (agent.status === 'OFFLINE') return noRoute(`agent ${agentId} is OFFLINE`, 'status');
+  if (agent.lease_expires_at <= now) return noRoute(`agent ${agentId} has an expired lease`, 'lease');
+  if (!isReachable(agent, deps.index.presenceOf(agentId))) return noRoute(`agent ${agentId} is neither connected nor has an HTTP endpoint`, 'unreachable');
+  if (deps.hooks?.circuitOpen?.(agentId)) return noRoute(`agent ${agentId} has an open circuit`, 'circuit');
+  const scored = scoreCandidates([agent], deps.config, deps.rng);
+  return {
+    kind: 'routed',
+    agentId,
+    candidates: 1,
+    trace: { strategy, candidates: traceCandidates(scored, undefined), candidates_total: 1, chosen: agentId },
+    ...(parentMessageId !== undefined ? { parentMessageId } : {}),
+  };
+}
+
+function fanOut(envelope: Envelope, topic: string, hints: RouteHints, deps: RouteDeps, now: number): RouteDecision {
+  const f = filterCandidates(deps.index, {
+    address: parseAddress(topic),
+    mode: 'subscribe',
+    requiredTags: hints.capabilityTags,
+    // A fan-out is not a failover: a retried copy carries its own agent (FANOUT_AGENT).
+    exclude: [],
+    producer: envelope.producer,
+    now,
+    ...(deps.hooks ? { hooks: deps.hooks } : {}),
+  });
+  if (f.candidates.length === 0) {
+    return {
+      kind: 'no_route',
+      why: `no live subscriber of topic ${topic}`,
+      candidates: 0,
+      trace: { strategy: 'broadcast', address: topic, considered: f.considered, ...(Object.keys(f.rejected).length ? { rejected: f.rejected } : {}) },
+    };
+  }
+  const scored = scoreCandidates(f.candidates, deps.config, deps.rng);
+  const agentIds = f.candidates.map((a) => a.agent_id).sort();
+  return {
+    kind: 'fanout',
+    agentIds,
+    candidates: agentIds.length,
+    trace: { strategy: 'broadcast', candidates: traceCandidates(scored, undefined), candidates_total: agentIds.length, chosen: null },
+  };
+}
+
+/** Best available candidate: the top score, or a random one of the best `topK` when there are many (SPEC R-B4). */
+function best(pool: readonly ScoredCandidate[], cfg: RoutingConfig, rng: () => number): { agent: AgentRecord; strategy: Strategy } {
+  const sorted = [...pool].sort(byScore);
+  if (sorted.length > cfg.hotspotCandidates) {
+    const k = Math.min(cfg.topK, sorted.length);
+    const i = Math.min(k - 1, Math.floor(rng() * k));
+    return { agent: sorted[i]!.agent, strategy: 'top_k_random' };
+  }
+  return { agent: sorted[0]!.agent, strategy: 'weighted' };
+}
+
+async function routeToCapability(envelope: Envelope, capability: string, hints: RouteHints, deps: RouteDeps, now: number): Promise<RouteDecision> {
+  const cfg = deps.config;
+  const f = filterCandidates(deps.index, {
+    address: parseAddress(capability),
+    mode: 'handle',
+    requiredTags: hints.capabilityTags,
+    exclude: hints.excludeAgents,
+    producer: envelope.producer,
+    now,
+    ...(deps.hooks ? { hooks: deps.hooks } : {}),
+  });
+  const rejected = Object.keys(f.rejected).length ? { rejected: f.rejected } : {};
+  if (f.candidates.length === 0) {
+    return {
+      kind: 'no_route',
+      why: `no live agent offers capability ${capability}`,
+      candidates: 0,
+      trace: { strategy: 'weighted', address: capability, considered: f.considered, ...rejected },
+    };
+  }
+  const relaxed = f.exclusionRelaxed ? { exclusion_relaxed: true as const } : {};
+  const scored = scoreCandidates(f.candidates, cfg, deps.rng);
+  // Saturated agents take no new work while any other candidate has room (SPEC R-B7).
+  const pool = scored.filter((c) => c.loadRate <= cfg.saturation);
+  if (pool.length === 0) {
+    return {
+      kind: 'saturated',
+      candidates: scored.length,
+      trace: {
+        strategy: 'weighted',
+        candidates: traceCandidates(scored, cfg.saturation),
+        candidates_total: scored.length,
+        chosen: null,
+        saturation: cfg.saturation,
+        ...rejected,
+        ...relaxed,
+      },
+    };
+  }
+  const inPool = (id: string | null | undefined): ScoredCandidate | undefined => (id ? pool.find((c) => c.agent.agent_id === id) : undefined);
+
+  let chosen: AgentRecord | undefined;
+  let strategy: Strategy = 'weighted';
+  let preferred: RouteTrace['preferred'];
+  let sticky: RouteTrace['sticky'];
+
+  if (hints.preferredAgent !== undefined) {
+    const p = inPool(hints.preferredAgent);
+    preferred = { agent_id: hints.preferredAgent, honoured: p !== undefined };
+    if (p) [chosen, strategy] = [p.agent, 'preferred'];
+  }
+
+  const session = envelope.session_id;
+  let storeUsable = false;
+  const key = session ? stickyKey(capability, session) : '';
+  if (session) {
+    let bound: string | null = null;
+    try {
+      bound = await deps.sticky.get(key);
+      storeUsable = true;
+    } catch {
+      storeUsable = false;
+    }
+    if (storeUsable) {
+      const b = inPool(bound);
+      if (!chosen && b) [chosen, strategy] = [b.agent, 'sticky'];
+      sticky = { session_id: session, source: 'store', bound, kept: b !== undefined && chosen === b.agent };
+    } else {
+      const hashed = inPool(
+        rendezvousPick(
+          session,
+          pool.map((c) => c.agent.agent_id),
+        ),
+      );
+      if (!chosen && hashed) [chosen, strategy] = [hashed.agent, 'sticky_hash'];
+      sticky = { session_id: session, source: 'hash', bound: null, kept: false };
+    }
+  }
+
+  if (!chosen) ({ agent: chosen, strategy } = best(pool, cfg, deps.rng));
+
+  // Bind (or refresh) the session to the agent that got it; a failure only costs stickiness.
+  if (session && storeUsable) {
+    try {
+      await deps.sticky.set(key, chosen.agent_id, cfg.stickyTtlS);
+    } catch {
+      // The next message of the session re-binds, or falls back to the hash.
+    }
+  }
+
+  return {
+    kind: 'routed',
+    agentId: chosen.agent_id,
+    candidates: scored.length,
+    trace: {
+      strategy,
+      candidates: traceCandidates(scored, cfg.saturation),
+      candidates_total: scored.length,
+      chosen: chosen.agent_id,
+      ...(sticky ? { sticky } : {}),
+      ...(preferred ? { preferred } : {}),
+      ...rejected,
+      ...relaxed,
+    },
+  };
+}

@@ -1,0 +1,69 @@
+import type { Rejection } from './candidates.js';
+import { byScore, type ScoredCandidate } from './score.js';
+
+/**
+ * The routing trace (SPEC R-B12): what the ROUTED status event's `detail` records — the
+ * strategy, the candidates with the terms of their scores, and the choice. Bounded: at most
+ * MAX_TRACE_CANDIDATES candidates are listed (the best ones), with the total alongside.
+ */
+export const MAX_TRACE_CANDIDATES = 20;
+
+export type Strategy =
+  /** highest score */
+  | 'weighted'
+  /** anti-hotspot: random among the best few (SPEC R-B4) */
+  | 'top_k_random'
+  /** the sender's reach-preferred-agent (SPEC R-B5) */
+  | 'preferred'
+  /** the session's bound agent from the sticky store (SPEC R-B6) */
+  | 'sticky'
+  /** the sticky store could not answer: session hashed over the candidates */
+  | 'sticky_hash'
+  /** target_agent_id */
+  | 'target'
+  /** topic fan-out to every subscriber (SPEC R-B8) */
+  | 'broadcast'
+  /** a retried copy of a fan-out, back to its own subscriber */
+  | 'fanout_copy';
+
+export interface TraceCandidate {
+  agent_id: string;
+  score: number;
+  load_rate: number;
+  health: number;
+  priority: number;
+  locality: number;
+  saturated?: true;
+}
+
+export interface RouteTrace {
+  strategy: Strategy;
+  candidates: TraceCandidate[];
+  candidates_total: number;
+  chosen: string | null;
+  sticky?: { session_id: string; source: 'store' | 'hash'; bound: string | null; kept: boolean };
+  preferred?: { agent_id: string; honoured: boolean };
+  /** Agents that offer the name but are no candidate, by reason. */
+  rejected?: Partial<Record<Rejection, number>>;
+  /** The retry's exclusion list left no candidate and was dropped (SPEC R-B9). */
+  exclusion_relaxed?: true;
+  /** Set when every candidate was above this load rate (SPEC R-B7). */
+  saturation?: number;
+}
+
+const round = (x: number): number => Math.round(x * 10_000) / 10_000;
+
+export function traceCandidates(scored: readonly ScoredCandidate[], saturation: number | undefined): TraceCandidate[] {
+  return [...scored]
+    .sort(byScore)
+    .slice(0, MAX_TRACE_CANDIDATES)
+    .map((c) => ({
+      agent_id: c.agent.agent_id,
+      score: round(c.score),
+      load_rate: round(c.loadRate),
+      health: round(c.health),
+      priority: round(c.priority),
+      locality: c.locality,
+      ...(saturation !== undefined && c.loadRate > saturation ? { saturated: true as const } : {}),
+    }));
+}

@@ -1,0 +1,158 @@
+import type { ReachMessage } from './types.js';
+
+/**
+ * WebSocket frames of DESIGN §4: text frames, one JSON object each, told apart by `type`.
+ * Parsing is a tolerant reader: unknown frame types and unknown fields are ignored, missing
+ * optional fields get their defaults, so a newer dispatcher never breaks an older SDK.
+ */
+
+export interface WelcomeFrame {
+  type: 'welcome';
+  connection_id: string;
+  heartbeat_ms: number | undefined;
+  resume_from: number | undefined;
+}
+
+export interface DeliverFrame {
+  type: 'deliver';
+  seq: number;
+  attempt: number;
+  /** Epoch ms of the ack deadline, when the server gave one. */
+  deadline: number | undefined;
+  message: ReachMessage;
+}
+
+export interface AcceptedFrame {
+  type: 'accepted';
+  client_ref: string;
+  message_id: string;
+}
+
+export interface ErrorFrame {
+  type: 'error';
+  code: number;
+  name: string;
+  message: string;
+  client_ref: string | undefined;
+}
+
+export interface PingFrame {
+  type: 'ping' | 'pong';
+  ts: number;
+}
+
+export type ServerFrame = WelcomeFrame | DeliverFrame | AcceptedFrame | ErrorFrame | PingFrame;
+
+export type AgentFrame =
+  | { type: 'hello'; agent_id: string; token: string; last_seq?: number }
+  | { type: 'ack'; seq: number; message_id: string }
+  | { type: 'reject'; seq: number; message_id: string; code: number; reason: string; retryable: boolean }
+  | {
+      type: 'result';
+      message_id: string;
+      status: 'ok' | 'error';
+      payload?: unknown;
+      payload_b64?: string;
+      content_type?: string;
+      headers?: Record<string, string>;
+    }
+  | ({ type: 'send'; client_ref: string } & Record<string, unknown>)
+  | { type: 'ping' | 'pong'; ts: number };
+
+function num(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+
+function strOrNull(v: unknown): string | null {
+  return typeof v === 'string' ? v : null;
+}
+
+/** A deadline as epoch ms, from an RFC 3339 string or a number. */
+export function parseDeadline(v: unknown): number | undefined {
+  if (typeof v === 'number' && Number.isFinite(v)) return v;
+  if (typeof v === 'string') {
+    const t = /^\d+$/.test(v) ? Number(v) : Date.parse(v);
+    return Number.isNaN(t) ? undefined : t;
+  }
+  return undefined;
+}
+
+/** Fills the defaults of the envelope JSON so handlers never see `undefined` where the schema has a default. */
+export function normaliseMessage(raw: Record<string, unknown>): ReachMessage | undefined {
+  const message_id = str(raw.message_id);
+  if (!message_id) return undefined;
+  const headers: Record<string, string> = {};
+  if (raw.headers && typeof raw.headers === 'object' && !Array.isArray(raw.headers)) {
+    for (const [k, v] of Object.entries(raw.headers as Record<string, unknown>)) if (typeof v === 'string') headers[k] = v;
+  }
+  const msg: ReachMessage = {
+    message_id,
+    message_type: str(raw.message_type) ?? 'task_request',
+    capability: strOrNull(raw.capability),
+    topic: strOrNull(raw.topic),
+    target_agent_id: strOrNull(raw.target_agent_id),
+    producer: str(raw.producer) ?? '',
+    trace_id: str(raw.trace_id) ?? '',
+    request_id: strOrNull(raw.request_id),
+    idempotency_key: strOrNull(raw.idempotency_key),
+    session_id: strOrNull(raw.session_id),
+    correlation_id: strOrNull(raw.correlation_id),
+    reply_to: strOrNull(raw.reply_to),
+    priority: raw.priority === 'HIGH' || raw.priority === 'LOW' ? raw.priority : 'NORMAL',
+    tags: Array.isArray(raw.tags) ? raw.tags.filter((t): t is string => typeof t === 'string') : [],
+    retryable: typeof raw.retryable === 'boolean' ? raw.retryable : true,
+    timeout_ms: num(raw.timeout_ms) ?? null,
+    created_at: typeof raw.created_at === 'number' ? new Date(raw.created_at).toISOString() : (str(raw.created_at) ?? ''),
+    expire_at: typeof raw.expire_at === 'number' ? new Date(raw.expire_at).toISOString() : strOrNull(raw.expire_at),
+    schema_version: num(raw.schema_version) ?? 1,
+    content_type: str(raw.content_type) ?? 'application/json',
+    headers,
+  };
+  if ('payload' in raw) msg.payload = raw.payload;
+  if (typeof raw.payload_b64 === 'string') msg.payload_b64 = raw.payload_b64;
+  return msg;
+}
+
+/** Parses one inbound text frame; undefined for frames this SDK does not understand. */
+export function parseServerFrame(text: string): ServerFrame | undefined {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return undefined;
+  const f = raw as Record<string, unknown>;
+  switch (f.type) {
+    case 'welcome':
+      return { type: 'welcome', connection_id: str(f.connection_id) ?? '', heartbeat_ms: num(f.heartbeat_ms), resume_from: num(f.resume_from) };
+    case 'deliver': {
+      const seq = num(f.seq);
+      const message = f.message && typeof f.message === 'object' ? normaliseMessage(f.message as Record<string, unknown>) : undefined;
+      if (seq === undefined || !message) return undefined;
+      return { type: 'deliver', seq, attempt: num(f.attempt) ?? 0, deadline: parseDeadline(f.deadline), message };
+    }
+    case 'accepted': {
+      const ref = str(f.client_ref);
+      const id = str(f.message_id);
+      return ref && id ? { type: 'accepted', client_ref: ref, message_id: id } : undefined;
+    }
+    case 'error':
+      return {
+        type: 'error',
+        code: num(f.code) ?? 5001,
+        name: str(f.name) ?? 'INTERNAL',
+        message: str(f.message) ?? '',
+        client_ref: str(f.client_ref),
+      };
+    case 'ping':
+    case 'pong':
+      return { type: f.type, ts: num(f.ts) ?? Date.now() };
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,436 @@
+import { WebSocket, type RawData } from 'ws';
+import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims } from '@reach/core';
+import { envelopeFromJson, validateEnvelope, type SchemaCodec } from '@reach/envelope';
+import { TOPICS, valueSubject } from '@reach/kafka';
+import { entryMessageId, entrySeq, frameOf } from './entry.js';
+import type { DispatcherMetrics } from './metrics.js';
+import type { Outbox } from './outbox.js';
+import type { Outcomes } from './outcomes.js';
+import {
+  CLOSE,
+  acceptedFrame,
+  errorFrame,
+  errorFrameOf,
+  parseAgentFrame,
+  pingFrame,
+  pongFrame,
+  welcomeFrame,
+  type AgentFrame,
+  type FrameError,
+  type HelloFrame,
+  type SendFrame,
+} from './protocol.js';
+import type { ReplayBuffer } from './replay-buffer.js';
+
+/**
+ * One agent WebSocket (DESIGN §4). Life: `auth` (waiting for hello, at most
+ * REACH_WS_AUTH_TIMEOUT_MS) → `authenticating` (token checked, the connection claimed across
+ * instances) → `open` (welcome sent, buffer replayed, deliveries flowing) → `closed`.
+ *
+ * Deliveries are sent strictly in seq order: `sentUpTo` is the highest seq sent. A delivery
+ * announced by pub/sub is sent at once when it is the next one; anything else (a gap, a replay
+ * in progress) makes the connection re-read its buffer after `sentUpTo` ("pump"). Live sends
+ * never wait for the agent: a failed send drops the connection at once (R-C4), an outbound
+ * buffer over its limit closes it as slow (R-C5); either way its un-acked deliveries stay in
+ * Redis for the replay of its next connection. A replay, which we burst ourselves, goes at the
+ * agent's reading pace instead (it pauses above half the limit), so catching up on a large
+ * backlog does not get a healthy agent closed as slow.
+ */
+export interface ConnectionConfig {
+  pingIntervalMs: number;
+  idleTimeoutMs: number;
+  authTimeoutMs: number;
+  maxBufferedBytes: number;
+  maxPayloadBytes: number;
+  tokenSecret: string;
+  /** How long a `send` waits for Kafka before answering 5002 (the record may still be written). */
+  sendTimeoutMs: number;
+}
+
+/** What a connection needs from its gateway. */
+export interface ConnectionHost {
+  readonly config: ConnectionConfig;
+  readonly buffer: ReplayBuffer;
+  readonly outcomes: Outcomes;
+  readonly outbox: Outbox;
+  readonly codec: SchemaCodec;
+  readonly metrics: DispatcherMetrics;
+  readonly log: Logger;
+  /** Is this token id revoked? */
+  isRevoked(jti: string): Promise<boolean>;
+  /** Claims the agent for this connection (closing older ones anywhere); false when superseded. */
+  register(conn: AgentConnection): Promise<boolean>;
+  /** Forgets a closed connection (idempotent). */
+  unregister(conn: AgentConnection): void;
+  /** Announces the connection on reach.presence.v1. */
+  presenceConnected(conn: AgentConnection): void;
+}
+
+type State = 'auth' | 'authenticating' | 'open' | 'closed';
+
+const INGRESS_SUBJECT = valueSubject(TOPICS.ingress.name);
+/** Entries read from the buffer per round trip while pumping. */
+const PUMP_BATCH = 256;
+/** Bound of the message id → seq map of sent, unanswered deliveries (oldest forgotten first). */
+const MAX_INFLIGHT = 100_000;
+/** How often a paused replay checks whether the agent has read enough to go on. */
+const DRAIN_POLL_MS = 10;
+
+export class AgentConnection {
+  readonly id = newId('conn');
+  readonly openedAt = Date.now();
+  agentId: string | undefined;
+  generation = 0;
+  /** Set when a newer connection of the same agent took over (closed with 4001). */
+  replaced = false;
+  /** Counted in the connections gauge. */
+  counted = false;
+
+  private state: State = 'auth';
+  private token = '';
+  private claims: TokenClaims | undefined;
+  private lastSeen = Date.now();
+  private lastPingAt = Date.now();
+  private sentUpTo = 0;
+  /** Deliveries with seq ≤ this were buffered before the connection opened: replays. */
+  private replayUpTo = 0;
+  private pumping = false;
+  private pumpAgain = false;
+  private readonly inflight = new Map<string, number>();
+  /** Frames that arrived after hello, before welcome: handled once open. */
+  private early: AgentFrame[] = [];
+  private log: Logger;
+
+  constructor(
+    private readonly host: ConnectionHost,
+    private readonly ws: WebSocket,
+    private readonly headerToken: string | undefined,
+  ) {
+    this.log = host.log.child({ connection_id: this.id });
+    ws.on('message', (data, isBinary) => this.onMessage(data, isBinary));
+    ws.on('close', (code) => this.closed(code));
+    // Errors (e.g. a frame over maxPayload) are followed by 'close'; ws already closes the socket.
+    ws.on('error', (err) => this.log.debug({ err, agent_id: this.agentId }, 'websocket error'));
+  }
+
+  get isOpen(): boolean {
+    return this.state === 'open';
+  }
+
+  /** Read through a getter so checks after an await are not narrowed away by the compiler. */
+  private get isClosed(): boolean {
+    return this.state === 'closed';
+  }
+
+  // ── inbound ──────────────────────────────────────────────────────────────────────────────
+
+  private onMessage(data: RawData, isBinary: boolean): void {
+    if (this.state === 'closed') return;
+    this.lastSeen = Date.now();
+    const text = isBinary ? undefined : Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.concat(data as Buffer[]).toString('utf8');
+    const frame: AgentFrame | FrameError =
+      text === undefined ? { type: 'invalid', message: 'binary frames are not part of the protocol' } : parseAgentFrame(text);
+    if (this.state === 'auth') {
+      if (frame.type !== 'hello') {
+        this.authFailed(frame.type === 'invalid' ? `the first frame must be hello (${frame.message})` : `the first frame must be hello, got ${frame.type}`);
+        return;
+      }
+      void this.hello(frame);
+      return;
+    }
+    if (frame.type === 'invalid') {
+      this.send(errorFrame('INVALID_ENVELOPE', frame.message, frame.client_ref));
+      return;
+    }
+    if (this.state === 'authenticating') this.early.push(frame);
+    else void this.handle(frame);
+  }
+
+  private async hello(f: HelloFrame): Promise<void> {
+    this.state = 'authenticating';
+    let claims: TokenClaims;
+    try {
+      const token = f.token ?? this.headerToken;
+      claims = verifyToken(token, this.host.config.tokenSecret);
+      if (f.agent_id !== undefined && f.agent_id !== claims.sub) throw new ReachError('AUTH_FAILED', `agent_id ${f.agent_id} is not the token's agent`);
+      if (await this.host.isRevoked(claims.jti)) throw new ReachError('AUTH_FAILED', 'token revoked');
+      this.token = token!;
+    } catch (err) {
+      const e = toReachError(err);
+      if (e.codeName === 'AUTH_FAILED') this.authFailed(e.message);
+      else this.unavailable(e);
+      return;
+    }
+    this.claims = claims;
+    this.agentId = claims.sub;
+    this.log = this.log.child({ agent_id: claims.sub });
+    try {
+      if (!(await this.host.register(this)) || this.isClosed) return;
+      const current = await this.host.buffer.currentSeq(claims.sub);
+      // A last_seq beyond the agent's counter means the counter was reset (Redis lost its
+      // data): everything buffered now is new to the agent, so replay from the start.
+      const resumeFrom = f.last_seq !== undefined && f.last_seq <= current ? f.last_seq : 0;
+      if (this.state !== 'authenticating') return;
+      this.sentUpTo = resumeFrom;
+      this.replayUpTo = current;
+      this.state = 'open';
+      this.send(welcomeFrame(this.id, this.host.config.pingIntervalMs, resumeFrom));
+      this.host.metrics.connects.inc();
+      this.host.presenceConnected(this);
+      this.log.info({ generation: this.generation, resume_from: resumeFrom, current_seq: current }, 'agent connected');
+      const early = this.early;
+      this.early = [];
+      for (const frame of early) void this.handle(frame);
+      await this.pump(); // the replay: every un-acked delivery after resume_from, in order
+    } catch (err) {
+      this.unavailable(toReachError(err));
+    }
+  }
+
+  private async handle(frame: AgentFrame): Promise<void> {
+    const agent = this.agentId!;
+    const clientRef = frame.type === 'send' ? frame.client_ref : undefined;
+    try {
+      switch (frame.type) {
+        case 'ack': {
+          const outcome = await this.host.outcomes.ack(agent, frame.seq, frame.message_id);
+          if (outcome === 'mismatch') this.send(errorFrame('INVALID_ENVELOPE', `seq ${frame.seq} is not message ${frame.message_id}`));
+          else this.forget(frame.message_id, frame.seq);
+          return;
+        }
+        case 'reject': {
+          const outcome = await this.host.outcomes.reject(agent, frame.seq, frame.message_id, frame);
+          if (outcome === 'mismatch') this.send(errorFrame('INVALID_ENVELOPE', `seq ${frame.seq} is not message ${frame.message_id}`));
+          else this.forget(frame.message_id, frame.seq);
+          return;
+        }
+        case 'result': {
+          const seq = this.inflight.get(frame.message_id);
+          await this.host.outcomes.result(agent, this.token, frame, seq);
+          if (seq !== undefined) this.forget(frame.message_id, seq);
+          return;
+        }
+        case 'send':
+          await this.sendMessage(frame);
+          return;
+        case 'ping':
+          this.send(pongFrame(frame.ts ?? Date.now()));
+          return;
+        case 'pong':
+          return;
+        case 'hello':
+          this.send(errorFrame('INVALID_ENVELOPE', 'already authenticated: hello is only valid as the first frame'));
+          return;
+      }
+    } catch (err) {
+      const e = toReachError(err);
+      if (e.codeName === 'INTERNAL') this.log.error({ err, frame: frame.type }, 'frame failed');
+      this.send(errorFrameOf(e, clientRef));
+    }
+  }
+
+  /** `send`: the agent produces a message through its connection (same checks as ingress). */
+  private async sendMessage(frame: SendFrame): Promise<void> {
+    try {
+      if (this.claims && this.claims.exp * 1000 <= Date.now()) throw new ReachError('AUTH_FAILED', 'token expired');
+      const traceparent = typeof frame.envelope.traceparent === 'string' ? frame.envelope.traceparent : undefined;
+      const envelope = envelopeFromJson(frame.envelope, { producer: this.agentId!, ...(traceparent ? { traceparent } : {}) });
+      const invalid = validateEnvelope(envelope, { maxPayloadBytes: this.host.config.maxPayloadBytes });
+      if (invalid) throw invalid;
+      const headers: Record<string, string> = { 'reach-token': this.token };
+      if (traceparent) headers.traceparent = traceparent;
+      const record = {
+        topic: TOPICS.ingress.name,
+        key: envelope.session_id ?? envelope.message_id,
+        value: this.host.codec.encode(INGRESS_SUBJECT, envelope),
+        headers,
+      };
+      await withTimeout(
+        this.host.outbox.send([record]),
+        this.host.config.sendTimeoutMs,
+        () => new ReachError('DEPENDENCY_UNAVAILABLE', 'Kafka did not confirm the message in time; it may still be written'),
+      );
+      this.host.metrics.sends.inc({ outcome: 'accepted' });
+      this.send(acceptedFrame(frame.client_ref, envelope.message_id));
+    } catch (err) {
+      this.host.metrics.sends.inc({ outcome: 'error' });
+      throw err;
+    }
+  }
+
+  private forget(messageId: string, seq: number): void {
+    if (this.inflight.get(messageId) === seq) this.inflight.delete(messageId);
+  }
+
+  // ── outbound ─────────────────────────────────────────────────────────────────────────────
+
+  /** A new buffer entry of this agent, announced by the consuming instance. */
+  deliver(entry: string): void {
+    if (this.state !== 'open') return; // the replay after welcome reads it from the buffer
+    const seq = entrySeq(entry);
+    if (seq === undefined || seq <= this.sentUpTo) return;
+    if (!this.pumping && seq === this.sentUpTo + 1) this.sendEntry(seq, entry);
+    else void this.pump();
+  }
+
+  /** Sends every buffered entry after `sentUpTo`, in order; coalesces concurrent calls. */
+  async pump(): Promise<void> {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    const agent = this.agentId!;
+    try {
+      do {
+        this.pumpAgain = false;
+        for (;;) {
+          const batch = await this.host.buffer.readAfter(agent, this.sentUpTo, PUMP_BATCH);
+          for (const { seq, entry } of batch) {
+            if (seq <= this.sentUpTo) continue;
+            // A replay may be megabytes: send it at the pace the agent reads, so that our own
+            // burst never makes a healthy agent look slow.
+            if (this.ws.bufferedAmount > this.host.config.maxBufferedBytes / 2 && !(await this.drained())) return;
+            if (this.state !== 'open' || !this.sendEntry(seq, entry, true)) return;
+          }
+          if (batch.length < PUMP_BATCH) break;
+        }
+      } while (this.pumpAgain && this.state === 'open');
+    } catch (err) {
+      // Redis is away: nothing is lost (the entries stay buffered); the next ping tick pumps again.
+      this.log.warn({ err }, 'could not read the replay buffer');
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** Waits until the outbound buffer is down to half its limit; false if the connection closed. */
+  private async drained(): Promise<boolean> {
+    while (this.state === 'open' && this.ws.bufferedAmount > this.host.config.maxBufferedBytes / 2) {
+      await new Promise((resolve) => setTimeout(resolve, DRAIN_POLL_MS));
+    }
+    return this.state === 'open';
+  }
+
+  private sendEntry(seq: number, entry: string, paced = false): boolean {
+    if (!this.send(frameOf(entry), !paced)) return false;
+    this.sentUpTo = seq;
+    const mid = entryMessageId(entry);
+    if (mid !== undefined) {
+      if (this.inflight.size >= MAX_INFLIGHT) this.inflight.delete(this.inflight.keys().next().value!);
+      this.inflight.set(mid, seq);
+    }
+    this.host.metrics.deliveriesSent.inc();
+    if (seq <= this.replayUpTo) this.host.metrics.replayedFrames.inc();
+    return true;
+  }
+
+  /**
+   * Sends a text frame; false (and the connection is gone) when it could not. `limitBuffer`:
+   * close the connection as slow when its outbound buffer is now over the limit — off for the
+   * paced replay, which keeps the buffer bounded itself (half the limit plus one frame).
+   */
+  private send(text: string, limitBuffer = true): boolean {
+    if (this.state === 'closed') return false;
+    if (this.ws.readyState !== WebSocket.OPEN) {
+      this.dropFailed(new Error('socket is not open'));
+      return false;
+    }
+    this.ws.send(text, (err) => {
+      if (err) this.dropFailed(err);
+    });
+    if (limitBuffer && this.ws.bufferedAmount > this.host.config.maxBufferedBytes) {
+      this.host.metrics.slowDisconnects.inc();
+      this.log.warn({ buffered: this.ws.bufferedAmount }, 'agent too slow: outbound buffer over its limit; closing (its deliveries stay buffered)');
+      this.close(CLOSE.SLOW, 'outbound buffer over limit', true);
+      return false;
+    }
+    return true;
+  }
+
+  // ── heartbeats and limits ────────────────────────────────────────────────────────────────
+
+  /** Called by the gateway's sweep: auth timeout, idle timeout, token expiry, pings. */
+  tick(now: number): void {
+    if (this.state === 'auth' || this.state === 'authenticating') {
+      if (this.state === 'auth' && now - this.openedAt >= this.host.config.authTimeoutMs) this.authFailed('no hello within the auth timeout');
+      return;
+    }
+    if (this.state !== 'open') return;
+    if (now - this.lastSeen >= this.host.config.idleTimeoutMs) {
+      this.send(errorFrame('HEARTBEAT_TIMEOUT', `no frame for ${now - this.lastSeen} ms`));
+      this.close(CLOSE.HEARTBEAT_TIMEOUT, 'heartbeat timeout');
+      return;
+    }
+    if (this.claims && this.claims.exp * 1000 <= now) {
+      this.authFailed('token expired');
+      return;
+    }
+    if (now - this.lastPingAt >= this.host.config.pingIntervalMs) {
+      this.lastPingAt = now;
+      if (this.send(pingFrame(now))) void this.pump(); // also heals a pub/sub message lost in a Redis reconnect
+    }
+  }
+
+  // ── closing ──────────────────────────────────────────────────────────────────────────────
+
+  private authFailed(reason: string): void {
+    this.host.metrics.authFailures.inc();
+    this.log.info({ reason }, 'auth failed');
+    this.send(errorFrame('AUTH_FAILED', reason));
+    this.close(CLOSE.AUTH_FAILED, 'auth failed');
+  }
+
+  private unavailable(err: ReachError): void {
+    this.log.warn({ err }, 'connection refused: a dependency is unavailable');
+    this.send(errorFrameOf(err));
+    this.close(CLOSE.SLOW, 'try again later');
+  }
+
+  /** A newer connection of this agent took over. */
+  replace(): void {
+    this.replaced = true;
+    this.send(errorFrame('CONNECTION_CLOSED', 'replaced by a newer connection of this agent'));
+    this.close(CLOSE.DUPLICATE, 'duplicate connection');
+  }
+
+  /** A send failed: drop the connection at once, nothing more goes to a half-dead socket. */
+  private dropFailed(err: Error): void {
+    if (this.state === 'closed') return;
+    this.host.metrics.failedSends.inc();
+    this.log.warn({ err }, 'send failed; dropping the connection');
+    this.state = 'closed';
+    this.ws.terminate();
+    this.host.unregister(this);
+  }
+
+  close(code: number, reason: string, terminateSoon = false): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    this.host.metrics.closes.inc({ code: String(code) });
+    try {
+      this.ws.close(code, reason);
+    } catch (err) {
+      this.log.debug({ err }, 'close failed');
+    }
+    // A slow peer may never read our close frame (it sits behind megabytes of data).
+    setTimeout(() => this.ws.terminate(), terminateSoon ? 1000 : 5000).unref();
+    this.host.unregister(this);
+  }
+
+  private closed(code: number): void {
+    if (this.state !== 'closed') {
+      this.state = 'closed';
+      this.host.metrics.closes.inc({ code: String(code) });
+    }
+    this.host.unregister(this);
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}

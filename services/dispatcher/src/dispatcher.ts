@@ -1,0 +1,175 @@
+import { newId, signToken, type Logger } from '@reach/core';
+import { isNewerRecord } from '@reach/agents';
+import type { AgentRecord } from '@reach/envelope';
+import { TOPICS, startTableView, valueSubject, type TableView } from '@reach/kafka';
+import type { ServiceContext } from '@reach/service-kit';
+import { AgentChannels } from './agent-channels.js';
+import { Gateway } from './gateway.js';
+import { HttpPusher, type PushJob, type PushOutcome } from './http-push.js';
+import { dispatcherMetrics } from './metrics.js';
+import { Outbox } from './outbox.js';
+import { Outcomes } from './outcomes.js';
+import { routedBatchHandler } from './routed-consumer.js';
+import { ReplayBuffer } from './replay-buffer.js';
+
+export const DISPATCHER_OPTIONS = [
+  'tokenSecret',
+  'replayTtlS',
+  'wsPingIntervalMs',
+  'wsIdleTimeoutMs',
+  'wsAuthTimeoutMs',
+  'wsMaxFrameBytes',
+  'wsMaxBufferedBytes',
+  'httpPushTimeoutMs',
+  'httpPushIdleMs',
+] as const;
+
+type Ctx = ServiceContext<(typeof DISPATCHER_OPTIONS)[number]>;
+
+const AGENTS_SUBJECT = valueSubject(TOPICS.agents.name);
+/** How long a `send` frame waits for Kafka before the agent hears 5002. */
+const SEND_TIMEOUT_MS = 10_000;
+/** Lifetime of the token minted for an HTTP-pushed agent's correlated reply. */
+const PUSH_REPLY_TOKEN_TTL_S = 300;
+/** Records per handler call and partitions handled at once by the routed consumer. */
+const MAX_BATCH = 500;
+const PARTITIONS_AT_ONCE = 3;
+
+/**
+ * Wires the dispatcher: the agents view (HTTP endpoints), the replay buffer, pub/sub between
+ * instances, the WebSocket gateway on the service's HTTP port, HTTP push, and last the
+ * reach.routed.v1 consumer — so nothing is consumed before it can be delivered.
+ */
+export async function startDispatcher(ctx: Ctx): Promise<void> {
+  const { config, codec, log } = ctx;
+  const tokenSecret = config.tokenSecret!; // required by the service definition
+  const metrics = dispatcherMetrics(ctx.metrics);
+  const outbox = new Outbox(ctx.producer, log);
+  // Its own connection with auto-pipelining: the acks and reads of many sockets issued in one
+  // tick go to Redis in one write instead of one syscall each.
+  const redis = ctx.redis.duplicate({ enableAutoPipelining: true });
+  redis.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'redis connection error'));
+  const buffer = new ReplayBuffer(redis, config.replayTtlS);
+  const outcomes = new Outcomes({
+    buffer,
+    outbox,
+    codec,
+    service: ctx.service,
+    instance: ctx.instanceId,
+    maxPayloadBytes: config.maxPayloadBytes,
+    metrics,
+    log,
+  });
+
+  const agents: TableView<AgentRecord> = await startTableView<AgentRecord>({
+    kafka: ctx.kafka,
+    topic: TOPICS.agents.name,
+    logger: log,
+    groupPrefix: 'reach-dispatcher-agents',
+    decode: (value) => codec.decode<AgentRecord>(AGENTS_SUBJECT, value),
+    accept: isNewerRecord,
+  });
+  ctx.addReadinessCheck('agents-view', () => agents.caughtUp);
+
+  const subscriber = ctx.redis.duplicate();
+  subscriber.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'redis subscriber connection error'));
+  // The gateway is created just below; the handlers only run once connections exist.
+  const channels = new AgentChannels(
+    redis,
+    subscriber,
+    {
+      onDelivery: (agent, entry) => gateway.onDelivery(agent, entry),
+      onKick: (agent, gen, connectionId) => gateway.onKick(agent, gen, connectionId),
+    },
+    log,
+  );
+  const gateway = new Gateway({
+    config: {
+      pingIntervalMs: config.wsPingIntervalMs,
+      idleTimeoutMs: config.wsIdleTimeoutMs,
+      authTimeoutMs: config.wsAuthTimeoutMs,
+      maxBufferedBytes: config.wsMaxBufferedBytes,
+      maxFrameBytes: config.wsMaxFrameBytes,
+      maxPayloadBytes: config.maxPayloadBytes,
+      tokenSecret,
+      sendTimeoutMs: SEND_TIMEOUT_MS,
+    },
+    instanceId: ctx.instanceId,
+    buffer,
+    channels,
+    outcomes,
+    outbox,
+    codec,
+    pg: ctx.pg,
+    metrics,
+    log,
+  });
+  gateway.attach(ctx.http.nodeServer!);
+
+  const pusher = new HttpPusher({
+    timeoutMs: config.httpPushTimeoutMs,
+    idleMs: config.httpPushIdleMs,
+    log,
+    metrics,
+    onOutcome: (job, outcome) => recordPushOutcome(job, outcome, { outcomes, agents, tokenSecret, log }),
+  });
+
+  ctx.onShutdown(async () => {
+    gateway.close();
+    await pusher.close();
+    await gateway.drain();
+    await outbox.drain();
+    await subscriber.quit().catch(() => undefined);
+    await redis.quit().catch(() => undefined);
+    await agents.stop();
+  });
+
+  await ctx.batchStage({
+    topics: [TOPICS.routed.name],
+    maxBatch: MAX_BATCH,
+    partitionsConsumedConcurrently: PARTITIONS_AT_ONCE,
+    handleBatch: routedBatchHandler({
+      service: ctx.service,
+      instanceId: ctx.instanceId,
+      replayTtlS: config.replayTtlS,
+      codec,
+      producer: ctx.producer,
+      buffer,
+      channels,
+      gateway,
+      pusher,
+      agents,
+      metrics,
+      log,
+    }),
+  });
+}
+
+/**
+ * An HTTP push answer, recorded like the same answer over a WebSocket. A pushed agent holds no
+ * connection token for its correlated reply, so the dispatcher (which shares the signing
+ * secret with the registry) mints a short-lived one for that agent.
+ */
+async function recordPushOutcome(
+  job: PushJob,
+  outcome: PushOutcome,
+  d: { outcomes: Outcomes; agents: TableView<AgentRecord>; tokenSecret: string; log: Logger },
+): Promise<void> {
+  switch (outcome.kind) {
+    case 'ack':
+      if (outcome.result) {
+        const now = Math.floor(Date.now() / 1000);
+        const token = signToken(
+          { sub: job.agent, jti: newId('tok'), iat: now, exp: now + PUSH_REPLY_TOKEN_TTL_S, dom: d.agents.get(job.agent)?.metadata.domain ?? 'default' },
+          d.tokenSecret,
+        );
+        await d.outcomes.result(job.agent, token, { message_id: job.messageId, ...outcome.result }, job.seq);
+      } else await d.outcomes.ack(job.agent, job.seq, job.messageId);
+      return;
+    case 'reject':
+      await d.outcomes.reject(job.agent, job.seq, job.messageId, { code: outcome.code, reason: outcome.reason, retryable: undefined });
+      return;
+    case 'failure':
+      return; // stays DELIVERING and buffered; retries come with ack deadlines
+  }
+}

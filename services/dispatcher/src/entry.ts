@@ -1,0 +1,158 @@
+import { envelopeFromJson, envelopeToJson, type Envelope, type EnvelopeJson, type RoutedDelivery } from '@reach/envelope';
+import { RECEIPT_MESSAGE_TYPE } from '@reach/service-kit';
+
+/**
+ * One delivery in an agent's replay buffer, stored as a single string of two lines:
+ *
+ *     {"mid":"msg_…","parent":null,"attempt":0,"ctx_ttl_s":300,"message":{…no payload…}}
+ *     {"type":"deliver","seq":12,"attempt":0,"deadline":"…","message":{…}}
+ *
+ * The first line (the head) is the dispatcher's bookkeeping: the delivered message id (which
+ * the ack script checks by prefix), the fan-out parent, and the envelope fields without the
+ * payload — all a status event needs, and the context a later `result` needs (its reply_to,
+ * trace). When the delivery is acked the ack script keeps the head for `ctx_ttl_s` seconds
+ * and returns it, so answering an ack never moves or parses the payload.
+ *
+ * The second line is the exact `deliver` frame of DESIGN §4. Sending, replaying, publishing to
+ * another instance and HTTP push all use that text as-is: the envelope is turned into JSON
+ * once, when the delivery is consumed, never per send. JSON never contains a raw newline, so
+ * the split is unambiguous.
+ *
+ * The seq is assigned inside Redis (INCR, atomically with the write), so an entry is built
+ * from the head, the seq and the frame's suffix.
+ */
+
+export const FRAME_PREFIX = '{"type":"deliver","seq":';
+
+/** The head of an entry: also the context kept for a result after the ack. */
+export interface EntryHead {
+  /** The delivered message id (a fan-out copy has its own). */
+  mid: string;
+  parent: string | null;
+  attempt: number;
+  /** How long after the ack a result may still come (0: none is expected). */
+  ctx_ttl_s: number;
+  /** The envelope in JSON, without its payload. */
+  message: EnvelopeJson;
+}
+
+export interface DeliverFrame {
+  type: 'deliver';
+  seq: number;
+  attempt: number;
+  deadline: string;
+  message: EnvelopeJson;
+}
+
+/** Message types no result is ever sent for: their context is not kept after the ack. */
+const NO_RESULT_TYPES = new Set(['task_result', RECEIPT_MESSAGE_TYPE]);
+
+/**
+ * How long an acked message's context is kept for a result that may follow: until the message
+ * expires or times out, at least a minute, at most the replay TTL (5 min when the message gives
+ * no bound); 0 for messages nobody answers.
+ */
+export function resultContextTtlS(message: EnvelopeJson, nowMs: number, maxS: number): number {
+  if (NO_RESULT_TYPES.has(String(message.message_type))) return 0;
+  const created = typeof message.created_at === 'string' ? Date.parse(message.created_at) : Number(message.created_at);
+  const expire = typeof message.expire_at === 'string' ? Date.parse(message.expire_at) : NaN;
+  const timeout = typeof message.timeout_ms === 'number' ? message.timeout_ms : NaN;
+  const bounds = [expire, created + timeout].filter((t) => Number.isFinite(t));
+  const s = bounds.length > 0 ? (Math.min(...bounds) - nowMs) / 1000 : 300;
+  return Math.ceil(Math.min(maxS, Math.max(60, s)));
+}
+
+/** What the ack script compares an entry's start with, so an ack names the right message. */
+export function midPrefix(messageId: string): string {
+  return `{"mid":${JSON.stringify(messageId)},`;
+}
+
+export function entryHead(h: EntryHead): string {
+  // Key order matters: `mid` first (midPrefix).
+  return JSON.stringify({ mid: h.mid, parent: h.parent, attempt: h.attempt, ctx_ttl_s: h.ctx_ttl_s, message: h.message });
+}
+
+/** Everything of the deliver frame after its seq. */
+export function frameSuffix(attempt: number, deadlineMs: number, message: EnvelopeJson): string {
+  return `,"attempt":${attempt},"deadline":${JSON.stringify(new Date(deadlineMs).toISOString())},"message":${JSON.stringify(message)}}`;
+}
+
+export function buildEntry(head: string, seq: number, suffix: string): string {
+  return `${head}\n${FRAME_PREFIX}${seq}${suffix}`;
+}
+
+function withoutPayload(message: EnvelopeJson): EnvelopeJson {
+  const { payload: _payload, payload_b64: _b64, ...rest } = message;
+  return rest;
+}
+
+/** The parts of a routed delivery that become its buffer entry. */
+export function entryPartsOf(d: RoutedDelivery, replayTtlS: number, nowMs: number = Date.now()): { head: string; suffix: string; envelope: Envelope } {
+  // The delivered id is the routed one: a fan-out copy is acked and tracked under its own id.
+  const envelope = d.envelope.message_id === d.message_id ? d.envelope : { ...d.envelope, message_id: d.message_id };
+  const message = envelopeToJson(envelope);
+  const meta = withoutPayload(message);
+  return {
+    head: entryHead({
+      mid: d.message_id,
+      parent: d.parent_message_id,
+      attempt: d.attempt,
+      ctx_ttl_s: resultContextTtlS(meta, nowMs, replayTtlS),
+      message: meta,
+    }),
+    suffix: frameSuffix(d.attempt, d.deadline_at, message),
+    envelope,
+  };
+}
+
+/** The deliver frame text of an entry. */
+export function frameOf(entry: string): string {
+  return entry.slice(entry.indexOf('\n') + 1);
+}
+
+/** The head text of an entry. */
+export function headOf(entry: string): string {
+  const nl = entry.indexOf('\n');
+  return nl < 0 ? entry : entry.slice(0, nl);
+}
+
+const SEQ = /^\{"type":"deliver","seq":(\d+),/;
+
+/** The seq of an entry, read from its frame's fixed opening (no JSON parse). */
+export function entrySeq(entry: string): number | undefined {
+  const nl = entry.indexOf('\n');
+  const m = nl < 0 ? null : SEQ.exec(entry.slice(nl + 1, nl + 48));
+  return m ? Number(m[1]) : undefined;
+}
+
+const MID = /^\{"mid":"([^"\\]+)",/;
+
+/** The delivered message id of an entry (from the head's fixed opening). */
+export function entryMessageId(entry: string): string | undefined {
+  return MID.exec(entry.slice(0, 128))?.[1];
+}
+
+export function parseHead(head: string): EntryHead | undefined {
+  try {
+    const h = JSON.parse(head) as Partial<EntryHead>;
+    if (typeof h.mid !== 'string' || typeof h.message !== 'object' || h.message === null) return undefined;
+    return {
+      mid: h.mid,
+      parent: typeof h.parent === 'string' ? h.parent : null,
+      attempt: Number(h.attempt ?? 0),
+      ctx_ttl_s: Number(h.ctx_ttl_s ?? 0),
+      message: h.message,
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The envelope of a delivered message, rebuilt from its JSON form for status events (which
+ * carry every envelope field but the payload): the payload is left empty.
+ */
+export function envelopeFromMessageJson(message: EnvelopeJson): Envelope {
+  const producer = typeof message.producer === 'string' ? message.producer : '';
+  return envelopeFromJson({ ...withoutPayload(message), payload_b64: '' }, { producer });
+}

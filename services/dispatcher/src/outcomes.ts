@@ -1,0 +1,170 @@
+import { ReachError, type Logger } from '@reach/core';
+import { envelopeFromJson, validateEnvelope, type Envelope, type EnvelopeJson, type SchemaCodec } from '@reach/envelope';
+import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
+import { statusRecord } from '@reach/service-kit';
+import { envelopeFromMessageJson, headOf, parseHead, type EntryHead } from './entry.js';
+import type { DispatcherMetrics } from './metrics.js';
+import type { Outbox } from './outbox.js';
+import type { ReplayBuffer } from './replay-buffer.js';
+
+/**
+ * What an agent's answer to a delivery does, whichever channel it came over (WebSocket frame
+ * or HTTP push response): `ack` → DELIVERED, `reject` → REJECTED 3003 with the agent's own
+ * code and reason, `result` → a DELIVERED event carrying the result (the tracker keeps it for
+ * HTTP `wait_ms`) and, when the message named a `reply_to`, a correlated `task_result`
+ * message produced to reach.ingress.v1 under the agent's token (ingress checks it like any
+ * agent message). The buffer entry is removed first: of two concurrent answers only one
+ * produces the status.
+ */
+const INGRESS_SUBJECT = valueSubject(TOPICS.ingress.name);
+
+/** Envelope header telling the requester whether the handler succeeded. */
+export const RESULT_STATUS_HEADER = 'reach-result-status';
+
+export interface ResultInput {
+  message_id: string;
+  status: 'ok' | 'error';
+  payload: unknown;
+  payload_b64?: string | undefined;
+  content_type?: string | undefined;
+  headers?: Record<string, string> | undefined;
+}
+
+export interface RejectInput {
+  code: number | string | undefined;
+  reason: string | undefined;
+  retryable: boolean | undefined;
+}
+
+export interface OutcomesDeps {
+  buffer: ReplayBuffer;
+  outbox: Outbox;
+  codec: SchemaCodec;
+  service: string;
+  instance: string;
+  maxPayloadBytes: number;
+  metrics: DispatcherMetrics;
+  log: Logger;
+}
+
+export type AnswerOutcome = 'done' | 'gone' | 'mismatch';
+
+export class Outcomes {
+  constructor(private readonly d: OutcomesDeps) {}
+
+  private status(
+    state: 'DELIVERED' | 'REJECTED',
+    agent: string,
+    envelope: Envelope,
+    ctx: { attempt: number; parent: string | null },
+    extra: Partial<{ code: number; reason: string; detail: unknown }> = {},
+  ): OutRecord {
+    return statusRecord(this.d.codec, {
+      state,
+      envelope,
+      service: this.d.service,
+      instance: this.d.instance,
+      attempt: ctx.attempt,
+      agentId: agent,
+      parentMessageId: ctx.parent,
+      ...extra,
+    });
+  }
+
+  /** The agent acknowledged delivery `seq`: DELIVERED (its context stays for a result). */
+  async ack(agent: string, seq: number, messageId: string): Promise<AnswerOutcome> {
+    const taken = await this.d.buffer.take(agent, seq, messageId, true);
+    if (taken.kind !== 'taken') return taken.kind;
+    const head = this.headOrLog(taken.head, agent, messageId, seq);
+    if (!head) return 'done';
+    const envelope = envelopeFromMessageJson(head.message);
+    this.d.outbox.post([this.status('DELIVERED', agent, envelope, head)], 'DELIVERED status', { trace_id: envelope.trace_id, message_id: messageId });
+    this.d.metrics.acks.inc();
+    return 'done';
+  }
+
+  /** The agent refused delivery `seq`: REJECTED with 3003 and its own code and reason. */
+  async reject(agent: string, seq: number, messageId: string, r: RejectInput): Promise<AnswerOutcome> {
+    const taken = await this.d.buffer.take(agent, seq, messageId, false);
+    if (taken.kind !== 'taken') return taken.kind;
+    const head = this.headOrLog(taken.head, agent, messageId, seq);
+    if (!head) return 'done';
+    const envelope = envelopeFromMessageJson(head.message);
+    const reason = r.reason ?? 'rejected by the agent';
+    const detail = { agent_code: r.code ?? null, agent_reason: r.reason ?? null, retryable: r.retryable ?? null };
+    this.d.outbox.post([this.status('REJECTED', agent, envelope, head, { code: 3003, reason, detail })], 'REJECTED status', {
+      trace_id: envelope.trace_id,
+      message_id: messageId,
+    });
+    this.d.metrics.rejects.inc();
+    return 'done';
+  }
+
+  private headOrLog(text: string, agent: string, messageId: string, seq: number): EntryHead | undefined {
+    const head = parseHead(text);
+    if (!head) this.d.log.error({ agent_id: agent, message_id: messageId, seq }, 'unreadable buffer entry answered; no status produced');
+    return head;
+  }
+
+  /**
+   * A handler's result for `message_id`. The message must have been delivered to this agent:
+   * either still un-acked (`inflightSeq`, then the result also counts as its ack) or acked
+   * recently. Resolves once the status (and the correlated reply) are written; returns the
+   * reply's message id when one was sent.
+   */
+  async result(agent: string, token: string, r: ResultInput, inflightSeq?: number): Promise<string | undefined> {
+    let ctx: EntryHead | undefined;
+    let unacked = false;
+    const stored = await this.d.buffer.resultContext(agent, r.message_id);
+    if (stored) ctx = parseHead(stored);
+    if (!ctx && inflightSeq !== undefined) {
+      const entry = await this.d.buffer.peek(agent, inflightSeq);
+      const head = entry === undefined ? undefined : parseHead(headOf(entry));
+      if (head && head.mid === r.message_id) {
+        ctx = head;
+        unacked = true;
+      }
+    }
+    if (!ctx)
+      throw new ReachError('INVALID_ENVELOPE', `no delivery of ${r.message_id} to ${agent} is waiting for a result`, { details: { field: 'message_id' } });
+
+    const original = envelopeFromMessageJson(ctx.message);
+    const resultDetail = r.payload_b64 !== undefined ? { status: r.status, payload_b64: r.payload_b64 } : { status: r.status, payload: r.payload ?? null };
+    const out: OutRecord[] = [this.status('DELIVERED', agent, original, ctx, { detail: { result: resultDetail } })];
+    let replyId: string | undefined;
+    if (original.reply_to) {
+      const reply = this.correlatedReply(agent, original, r);
+      out.push({
+        topic: TOPICS.ingress.name,
+        key: reply.session_id ?? reply.message_id,
+        value: this.d.codec.encode(INGRESS_SUBJECT, reply),
+        headers: { 'reach-token': token },
+      });
+      replyId = reply.message_id;
+    }
+    // A result for a delivery not acked yet is its ack too: it leaves the buffer (not replayed).
+    if (unacked && inflightSeq !== undefined) await this.d.buffer.take(agent, inflightSeq, r.message_id, true);
+    await this.d.outbox.send(out);
+    this.d.metrics.results.inc();
+    return replyId;
+  }
+
+  private correlatedReply(agent: string, original: Envelope, r: ResultInput): Envelope {
+    const body: EnvelopeJson = {
+      message_type: 'task_result',
+      target_agent_id: original.reply_to,
+      correlation_id: original.message_id,
+      trace_id: original.trace_id,
+      request_id: original.request_id,
+      session_id: original.session_id,
+      priority: original.priority,
+      content_type: r.content_type ?? 'application/json',
+      headers: { ...r.headers, [RESULT_STATUS_HEADER]: r.status },
+      ...(r.payload_b64 !== undefined ? { payload_b64: r.payload_b64 } : { payload: r.payload ?? null }),
+    };
+    const reply = envelopeFromJson(body, { producer: agent });
+    const invalid = validateEnvelope(reply, { maxPayloadBytes: this.d.maxPayloadBytes });
+    if (invalid) throw invalid;
+    return reply;
+  }
+}

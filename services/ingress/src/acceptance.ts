@@ -1,0 +1,225 @@
+import { MESSAGE_ID_PATTERN, toReachError, type Logger, type ReachError } from '@reach/core';
+import { validateEnvelope, type DeadLetterReason, type Envelope, type MessageState, type SchemaCodec } from '@reach/envelope';
+import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
+import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
+import { ADMIN_PRODUCER, Authenticator } from './auth.js';
+import type { IdempotencyStore } from './idempotency.js';
+import type { EventRow, MessageRow } from './read-model.js';
+import { traceparentFor } from './traceparent.js';
+
+const PENDING_SUBJECT = valueSubject(TOPICS.pending.name);
+
+/** The header of reach.ingress.v1 records that carries the producing agent's token (DESIGN §2). */
+export const TOKEN_HEADER = 'reach-token';
+
+/** Where a submission came from. */
+export type Via = { readonly kind: 'kafka'; readonly record: InRecord } | { readonly kind: 'http' };
+
+export interface Submission {
+  readonly envelope: Envelope;
+  /** The agent token (reach-token header or bearer token) as given, possibly missing. */
+  readonly token: string | undefined;
+  readonly via: Via;
+  /** The W3C traceparent the producer sent, if any. */
+  readonly traceparent?: string | undefined;
+}
+
+export type Acceptance =
+  /** Produce `records` (the envelope on reach.pending.v1 + its PENDING status), then it is accepted. */
+  | { readonly outcome: 'accepted'; readonly envelope: Envelope; readonly records: readonly OutRecord[] }
+  /** The idempotency key belongs to an earlier message: nothing to produce. */
+  | { readonly outcome: 'duplicate'; readonly envelope: Envelope; readonly originalId: string }
+  /** Refused: produce `records` (DLQ entry, REJECTED status, receipt) so the refusal is never silent. */
+  | { readonly outcome: 'rejected'; readonly envelope: Envelope; readonly error: ReachError; readonly records: readonly OutRecord[] };
+
+export interface AcceptorDeps {
+  codec: SchemaCodec;
+  auth: Authenticator;
+  idempotency: Pick<IdempotencyStore, 'claim'>;
+  service: string;
+  instance: string;
+  maxPayloadBytes: number;
+  log: Logger;
+}
+
+// The names validateEnvelope accepts for agent ids: a receipt is only addressed to one of them.
+const AGENT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:\-@/]{0,199}$/;
+
+/** The consumed record without the producer's token: DLQ entries are kept and shown to admins. */
+function withoutToken(record: InRecord): InRecord {
+  if (!(TOKEN_HEADER in record.headers)) return record;
+  const headers = { ...record.headers };
+  delete headers[TOKEN_HEADER];
+  return { ...record, headers };
+}
+
+function viaDetail(via: Via): Record<string, unknown> {
+  return via.kind === 'kafka' ? { via: 'kafka', partition: via.record.partition, offset: via.record.offset } : { via: 'http' };
+}
+
+/**
+ * The one acceptance path of both ingress paths (SPEC R-C1: they validate identically):
+ * token and producer (1003) → envelope rules (4101/4102) → idempotency key (R-D5) → the records
+ * that hand the message to the pipeline. The caller produces the records: the Kafka stage
+ * before committing the source offset, the HTTP API before answering.
+ */
+export class Acceptor {
+  constructor(private readonly deps: AcceptorDeps) {}
+
+  async accept(s: Submission, now: number = Date.now()): Promise<Acceptance> {
+    const { envelope } = s;
+    try {
+      Authenticator.checkProducer(this.deps.auth.authenticate(s.token, now), envelope.producer);
+    } catch (err) {
+      return this.reject(s, toReachError(err), now);
+    }
+    const invalid = validateEnvelope(envelope, { maxPayloadBytes: this.deps.maxPayloadBytes }, now);
+    if (invalid) return this.reject(s, invalid, now);
+
+    // Encoded before the key is claimed: an envelope the schema refuses (an int out of range
+    // from JSON, say) must not leave its key taken by a message that never went anywhere.
+    let pending: OutRecord;
+    try {
+      pending = this.pendingRecord(s);
+    } catch (err) {
+      const error = toReachError(err);
+      if (error.retryable) throw error;
+      return this.reject(s, error, now);
+    }
+
+    if (envelope.idempotency_key !== null) {
+      const claim = await this.deps.idempotency.claim(envelope.producer, envelope.idempotency_key, envelope.message_id);
+      if (claim.kind === 'duplicate') {
+        this.deps.log.info(
+          { message_id: envelope.message_id, original_message_id: claim.messageId, trace_id: envelope.trace_id, via: s.via.kind },
+          'duplicate idempotency key; not forwarded again',
+        );
+        return { outcome: 'duplicate', envelope, originalId: claim.messageId };
+      }
+    }
+    const status = statusRecord(
+      this.deps.codec,
+      { state: 'PENDING', envelope, service: this.deps.service, instance: this.deps.instance, detail: viaDetail(s.via) },
+      now,
+    );
+    return { outcome: 'accepted', envelope, records: [pending, status] };
+  }
+
+  /**
+   * A Kafka record that could not even be decoded: only its bytes can be kept (DLQ, reason
+   * INVALID, with its code). There is no message id to report on and no producer to tell.
+   */
+  undecodable(record: InRecord, error: ReachError, now: number = Date.now()): OutRecord[] {
+    return [deadLetterRecord(this.deps.codec, { service: this.deps.service, error, record: withoutToken(record), reason: 'INVALID' }, now)];
+  }
+
+  private pendingRecord(s: Submission): OutRecord {
+    const env = s.envelope;
+    const traceparent = traceparentFor(env.trace_id, s.traceparent);
+    return {
+      topic: TOPICS.pending.name,
+      key: env.session_id ?? env.message_id,
+      // Re-encoded with this build's schema: downstream stages only ever see the current version.
+      value: this.deps.codec.encode(PENDING_SUBJECT, env),
+      headers: traceparent ? { traceparent } : {},
+    };
+  }
+
+  private reject(s: Submission, error: ReachError, now: number): Acceptance {
+    const env = s.envelope;
+    const { codec, service, instance } = this.deps;
+    // Whoever proved to hold the token (even an expired or revoked one). Refusals of records
+    // nobody authenticated are not written to the read model: anyone could otherwise mark
+    // another producer's message REJECTED by sending garbage under its id.
+    const identity = this.deps.auth.identify(s.token);
+    const records: OutRecord[] = [this.deadLetter(s, error, now)];
+    if (identity !== undefined && MESSAGE_ID_PATTERN.test(env.message_id)) {
+      records.push(
+        statusRecord(codec, { state: 'REJECTED', envelope: env, service, instance, code: error.code, reason: error.message, detail: viaDetail(s.via) }, now),
+      );
+    }
+    // A Kafka producer learns of the refusal only through a receipt; an HTTP caller gets it in
+    // the response, and a receipt would reach no one for pure HTTP producers (or "admin").
+    if (s.via.kind === 'kafka') {
+      const receipt = this.receipt(env, error, identity, now);
+      if (receipt) records.push(receipt);
+    }
+    this.deps.log.warn(
+      { message_id: env.message_id, trace_id: env.trace_id, producer: env.producer, code: error.code, err: error.message, via: s.via.kind },
+      'message rejected',
+    );
+    return { outcome: 'rejected', envelope: env, error, records };
+  }
+
+  private deadLetter(s: Submission, error: ReachError, now: number): OutRecord {
+    const reason: DeadLetterReason = error.codeName === 'RATE_LIMITED' ? 'RATE_LIMITED' : 'INVALID';
+    const record = s.via.kind === 'kafka' ? withoutToken(s.via.record) : undefined;
+    const base = { service: this.deps.service, error, reason, ...(record ? { record } : { sourceTopic: 'http' }) };
+    try {
+      return deadLetterRecord(this.deps.codec, { ...base, envelope: s.envelope }, now);
+    } catch {
+      // The envelope itself does not fit the schema (that may be why it was refused): keep the
+      // entry without it; a Kafka record's raw bytes are kept instead.
+      return deadLetterRecord(this.deps.codec, base, now);
+    }
+  }
+
+  private receipt(env: Envelope, error: ReachError, identity: string | undefined, now: number): OutRecord | undefined {
+    // The producer itself (or an admin replaying for it) may direct receipts via reply_to. A
+    // token of another agent gets the receipt itself; without a proven identity the named
+    // producer is told, never redirected elsewhere.
+    let original: Envelope;
+    if (identity === env.producer || identity === ADMIN_PRODUCER) original = env;
+    else if (identity !== undefined) original = { ...env, producer: identity, reply_to: null };
+    else original = { ...env, reply_to: null };
+    const target = original.reply_to ?? original.producer;
+    if (!AGENT_NAME.test(target) || target === ADMIN_PRODUCER) return undefined;
+    try {
+      return receiptRecord(this.deps.codec, original, { state: 'REJECTED', code: error.code, reason: error.message }, now);
+    } catch (err) {
+      this.deps.log.warn({ err, message_id: env.message_id }, 'could not build the receipt of a rejected message');
+      return undefined;
+    }
+  }
+}
+
+/** The read-model row this instance can vouch for right after reporting a message's state. */
+export function provisionalRow(
+  env: Envelope,
+  state: MessageState,
+  reporter: { service: string; instance: string },
+  now: number,
+  error?: ReachError,
+): { message: MessageRow; event: EventRow } {
+  const message: MessageRow = {
+    message_id: env.message_id,
+    status: state,
+    attempt: 0,
+    agent_id: null,
+    code: error?.code ?? null,
+    reason: error?.message ?? null,
+    updated_at: new Date(now),
+    created_at: new Date(env.created_at),
+    trace_id: env.trace_id,
+    producer: env.producer,
+    message_type: env.message_type,
+    capability: env.capability,
+    topic: env.topic,
+    target_agent_id: env.target_agent_id,
+    parent_message_id: null,
+    result: null,
+  };
+  const event: EventRow = {
+    message_id: env.message_id,
+    state,
+    at: new Date(now),
+    attempt: 0,
+    service: reporter.service,
+    instance: reporter.instance,
+    agent_id: null,
+    code: message.code,
+    reason: message.reason,
+    detail: { via: 'http' },
+  };
+  return { message, event };
+}

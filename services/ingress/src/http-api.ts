@@ -1,0 +1,196 @@
+import { bearer, errorInfo, isKnownCode, ReachError, toReachError, type Logger } from '@reach/core';
+import { envelopeFromJson } from '@reach/envelope';
+import { produceAll, type OutRecord, type Producer } from '@reach/kafka';
+import type { HttpServer, Reply, Request } from '@reach/service-kit';
+import { provisionalRow, type Acceptor } from './acceptance.js';
+import type { Authenticator } from './auth.js';
+import type { IdempotencyStore } from './idempotency.js';
+import type { IngressMetrics } from './metrics.js';
+import { eventJson, messageJson, type MessageRow, type ReadModel } from './read-model.js';
+import type { RecentMessages } from './recent.js';
+import type { ResultWaiter } from './result-waiter.js';
+import { effectiveWaitMs, parseWaitMs } from './wait-policy.js';
+
+/**
+ * How long a request waits for Kafka to take its records. The producer retries forever (a
+ * consume loop should wait out a broker outage); a request must not. A send that times out is
+ * "maybe written": the sender's retry with the same idempotency key absorbs a duplicate.
+ */
+const PRODUCE_TIMEOUT_MS = 10_000;
+
+export interface MessageApiDeps {
+  http: HttpServer;
+  producer: Producer;
+  acceptor: Acceptor;
+  auth: Authenticator;
+  idempotency: IdempotencyStore;
+  readModel: ReadModel;
+  recent: RecentMessages;
+  waiter: ResultWaiter;
+  metrics: IngressMetrics;
+  service: string;
+  instance: string;
+  maxWaitMs: number;
+  log: Logger;
+}
+
+function header(req: Request, name: string): string | undefined {
+  const v = req.headers[name];
+  const first = Array.isArray(v) ? v[0] : v;
+  return first === undefined || first === '' ? undefined : first;
+}
+
+function notFound(what: string): Reply {
+  return { status: 404, body: { error: { code: 404, name: 'NOT_FOUND', message: `${what} not found` } } };
+}
+
+async function produceWithin(producer: Producer, records: readonly OutRecord[], ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ReachError('DEPENDENCY_UNAVAILABLE', `Kafka did not take the message within ${ms} ms`)), ms);
+  });
+  try {
+    await Promise.race([produceAll(producer, records), timeout]);
+  } catch (err) {
+    const e = toReachError(err);
+    throw e.codeName === 'INTERNAL' ? new ReachError('DEPENDENCY_UNAVAILABLE', `Kafka refused the message: ${e.message}`, { cause: err }) : e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The answer to a wait that ended: the result, the message's own failure, or 504 ACK_TIMEOUT. */
+export function waitReply(messageId: string, row: MessageRow | undefined, timedOut: boolean, waitedMs: number): Reply {
+  const status = row?.status ?? 'PENDING';
+  if (row && row.result !== null && row.result !== undefined) {
+    return { status: 200, body: { message_id: messageId, status, result: row.result } };
+  }
+  if (!timedOut && row) {
+    // REJECTED or DEAD: answer with the message's own failure code and its HTTP status.
+    const code = row.code !== null && isKnownCode(row.code) ? row.code : 5001;
+    const info = errorInfo(code);
+    return {
+      status: info.httpStatus,
+      body: { error: { code, name: info.name, message: row.reason ?? info.description, details: { message_id: messageId, status } } },
+    };
+  }
+  const info = errorInfo('ACK_TIMEOUT');
+  return {
+    status: info.httpStatus,
+    body: {
+      error: { code: info.code, name: info.name, message: `no result within ${waitedMs} ms (status ${status})`, details: { message_id: messageId, status } },
+    },
+  };
+}
+
+/**
+ * The public message API of DESIGN §3 on ingress: submit (`POST /v1/messages`, through the
+ * same Acceptor as the Kafka path), and the read model queries (message, timeline, trace).
+ */
+export function registerMessageApi(d: MessageApiDeps): void {
+  const reporter = { service: d.service, instance: d.instance };
+
+  const currentStatus = async (messageId: string): Promise<string> => {
+    let row: MessageRow | undefined;
+    try {
+      row = (await d.readModel.message(messageId)) ?? d.recent.get(messageId)?.message;
+    } catch (err) {
+      d.log.warn({ err, message_id: messageId }, 'read model unavailable; reporting a duplicate as PENDING');
+    }
+    // Not in the read model (yet): it was accepted, since a key is only taken by an accepted message.
+    return row?.status ?? 'PENDING';
+  };
+
+  const awaitResult = async (messageId: string, waitMs: number): Promise<Reply> => {
+    const started = Date.now();
+    const { row, timedOut } = await d.waiter.wait(messageId, waitMs, started);
+    return waitReply(messageId, row, timedOut, Date.now() - started);
+  };
+
+  d.http.route('POST', '/v1/messages', async (req) => {
+    const token = bearer(req.headers.authorization);
+    const principal = d.auth.authenticate(token);
+    const requestedWait = parseWaitMs(req.query.get('wait_ms'));
+    const traceparent = header(req, 'traceparent');
+    const idempotencyKey = header(req, 'idempotency-key');
+    const now = Date.now();
+    const envelope = envelopeFromJson(await req.json(), {
+      producer: principal.agentId,
+      now,
+      ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+      ...(traceparent !== undefined ? { traceparent } : {}),
+    });
+    const waitMs = requestedWait === undefined ? undefined : effectiveWaitMs(requestedWait, envelope.timeout_ms, d.maxWaitMs);
+    const acceptance = await d.acceptor.accept({ envelope, token, via: { kind: 'http' }, traceparent }, now);
+    d.metrics.count('http', acceptance);
+
+    switch (acceptance.outcome) {
+      case 'rejected': {
+        const { error } = acceptance;
+        try {
+          await produceWithin(d.producer, acceptance.records, PRODUCE_TIMEOUT_MS);
+          const row = provisionalRow(envelope, 'REJECTED', reporter, now, error);
+          d.recent.remember(row.message, row.event, now);
+        } catch (err) {
+          // The sender still gets its answer; only the queryable trace of the refusal is missing.
+          d.log.warn({ err, message_id: envelope.message_id, trace_id: envelope.trace_id }, 'could not record a rejection');
+        }
+        throw new ReachError(error.codeName, error.message, { details: { ...error.details, message_id: envelope.message_id } });
+      }
+      case 'duplicate': {
+        if (waitMs !== undefined) return awaitResult(acceptance.originalId, waitMs);
+        return { status: 200, body: { message_id: acceptance.originalId, status: await currentStatus(acceptance.originalId) } };
+      }
+      case 'accepted': {
+        try {
+          await produceWithin(d.producer, acceptance.records, PRODUCE_TIMEOUT_MS);
+        } catch (err) {
+          if (envelope.idempotency_key !== null) await d.idempotency.release(envelope.producer, envelope.idempotency_key, envelope.message_id);
+          throw err;
+        }
+        const row = provisionalRow(envelope, 'PENDING', reporter, now);
+        d.recent.remember(row.message, row.event, now);
+        d.log.info({ message_id: envelope.message_id, trace_id: envelope.trace_id, producer: envelope.producer }, 'message accepted');
+        if (waitMs !== undefined) return awaitResult(envelope.message_id, waitMs);
+        return { status: 202, body: { message_id: envelope.message_id, status: 'PENDING' } };
+      }
+    }
+  });
+
+  d.http.route('GET', '/v1/messages/{id}', async (req) => {
+    d.auth.authenticate(bearer(req.headers.authorization));
+    const id = req.params.id!;
+    const row = (await d.readModel.message(id)) ?? d.recent.get(id)?.message;
+    return row ? { status: 200, body: messageJson(row) } : notFound(`message ${id}`);
+  });
+
+  d.http.route('GET', '/v1/messages/{id}/events', async (req) => {
+    d.auth.authenticate(bearer(req.headers.authorization));
+    const id = req.params.id!;
+    const events = await d.readModel.events([id]);
+    if (events.length === 0) {
+      const recent = d.recent.get(id);
+      if (!recent && !(await d.readModel.message(id))) return notFound(`message ${id}`);
+      return { status: 200, body: { message_id: id, events: (recent?.events ?? []).map(eventJson) } };
+    }
+    return { status: 200, body: { message_id: id, events: events.map(eventJson) } };
+  });
+
+  d.http.route('GET', '/v1/traces/{trace_id}', async (req) => {
+    d.auth.authenticate(bearer(req.headers.authorization));
+    const traceId = req.params.trace_id!;
+    const rows = await d.readModel.trace(traceId);
+    if (rows.length === 0) return notFound(`trace ${traceId}`);
+    const events = await d.readModel.events(rows.map((r) => r.message_id));
+    const byMessage = new Map<string, Array<Record<string, unknown>>>();
+    for (const e of events) {
+      let list = byMessage.get(e.message_id);
+      if (!list) byMessage.set(e.message_id, (list = []));
+      list.push(eventJson(e));
+    }
+    return {
+      status: 200,
+      body: { trace_id: traceId, messages: rows.map((r) => ({ ...messageJson(r), events: byMessage.get(r.message_id) ?? [] })) },
+    };
+  });
+}

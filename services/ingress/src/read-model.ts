@@ -1,0 +1,138 @@
+import { errorInfo, isKnownCode, ReachError } from '@reach/core';
+import type { Pool, QueryResultRow } from '@reach/store';
+
+/**
+ * Read-only queries on the message read model the tracker writes (migration 001), and the JSON
+ * shapes of the public message API (DESIGN §3): times as RFC 3339, error code with its name.
+ */
+export interface MessageRow {
+  message_id: string;
+  status: string;
+  attempt: number;
+  agent_id: string | null;
+  code: number | null;
+  reason: string | null;
+  updated_at: Date;
+  created_at: Date;
+  trace_id: string;
+  producer: string;
+  message_type: string;
+  capability: string | null;
+  topic: string | null;
+  target_agent_id: string | null;
+  parent_message_id: string | null;
+  result: unknown;
+}
+
+export interface EventRow {
+  message_id: string;
+  state: string;
+  at: Date;
+  attempt: number;
+  service: string;
+  instance: string | null;
+  agent_id: string | null;
+  code: number | null;
+  reason: string | null;
+  detail: unknown;
+}
+
+const MESSAGE_COLUMNS = `message_id, status, attempt, agent_id, code, reason, updated_at, created_at, trace_id, producer,
+  message_type, capability, topic, target_agent_id, parent_message_id, result`;
+
+// Timeline order: by time, then attempt and lifecycle rank for events stamped in the same
+// millisecond by different services, then event id (ULID) for a stable order.
+const EVENT_ORDER = `at, attempt,
+  CASE state WHEN 'PENDING' THEN 0 WHEN 'ROUTED' THEN 1 WHEN 'DELIVERING' THEN 2
+             WHEN 'DELIVERED' THEN 3 WHEN 'REJECTED' THEN 3 WHEN 'DEAD' THEN 3 ELSE 1 END,
+  event_id`;
+
+/** The largest number of messages one trace answer lists. */
+export const TRACE_LIMIT = 1000;
+
+export class ReadModel {
+  constructor(private readonly pg: Pool) {}
+
+  /** A failed query is the dependency's fault (5002, retryable), not the caller's. */
+  private async query<R extends QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
+    try {
+      return (await this.pg.query<R>(sql, params)).rows;
+    } catch (err) {
+      throw new ReachError('DEPENDENCY_UNAVAILABLE', `message read model unavailable: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  async message(messageId: string): Promise<MessageRow | undefined> {
+    // message_id leads the primary key of every monthly partition: one index probe each.
+    const rows = await this.query<MessageRow>(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE message_id = $1 ORDER BY updated_at DESC LIMIT 1`, [messageId]);
+    return rows[0];
+  }
+
+  async messages(messageIds: readonly string[]): Promise<Map<string, MessageRow>> {
+    if (messageIds.length === 0) return new Map();
+    const rows = await this.query<MessageRow>(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE message_id = ANY($1::text[])`, [messageIds]);
+    return new Map(rows.map((r) => [r.message_id, r]));
+  }
+
+  async events(messageIds: readonly string[]): Promise<EventRow[]> {
+    if (messageIds.length === 0) return [];
+    return this.query<EventRow>(
+      `SELECT message_id, state, at, attempt, service, instance, agent_id, code, reason, detail
+         FROM message_events WHERE message_id = ANY($1::text[]) ORDER BY ${EVENT_ORDER}`,
+      [messageIds],
+    );
+  }
+
+  async trace(traceId: string): Promise<MessageRow[]> {
+    return this.query<MessageRow>(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE trace_id = $1 ORDER BY created_at, message_id LIMIT ${TRACE_LIMIT}`, [
+      traceId,
+    ]);
+  }
+}
+
+function iso(t: Date | null): string | null {
+  return t === null ? null : t.toISOString();
+}
+
+function codeName(code: number | null): string | null {
+  return code !== null && isKnownCode(code) ? errorInfo(code).name : null;
+}
+
+/** `GET /v1/messages/{id}`. */
+export function messageJson(row: MessageRow): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    message_id: row.message_id,
+    status: row.status,
+    attempt: row.attempt,
+    agent_id: row.agent_id,
+    code: row.code,
+    name: codeName(row.code),
+    reason: row.reason,
+    updated_at: iso(row.updated_at),
+    created_at: iso(row.created_at),
+    trace_id: row.trace_id,
+    producer: row.producer,
+    message_type: row.message_type,
+    capability: row.capability,
+    topic: row.topic,
+    target_agent_id: row.target_agent_id,
+    parent_message_id: row.parent_message_id,
+  };
+  if (row.result !== null && row.result !== undefined) out.result = row.result;
+  return out;
+}
+
+/** One entry of a timeline. */
+export function eventJson(row: EventRow): Record<string, unknown> {
+  return {
+    state: row.state,
+    at: iso(row.at),
+    attempt: row.attempt,
+    service: row.service,
+    instance: row.instance,
+    agent_id: row.agent_id,
+    code: row.code,
+    reason: row.reason,
+    detail: row.detail ?? null,
+  };
+}

@@ -1,0 +1,31 @@
+import type { ServiceMetrics } from '@reach/service-kit';
+
+type Counter = ReturnType<ServiceMetrics['counter']>;
+type Histogram = ReturnType<ServiceMetrics['histogram']>;
+
+/** reach_router_* metrics (DESIGN §8): bounded labels only, never an agent or message id. */
+export interface RouterMetrics {
+  readonly decisions: Counter;
+  readonly candidates: Histogram;
+  readonly routeSeconds: Histogram;
+  readonly hopSeconds: Histogram;
+}
+
+export function routerMetrics(m: ServiceMetrics): RouterMetrics {
+  return {
+    decisions: m.counter('decisions_total', 'Routing decisions by outcome (routed, fanout, no_route, saturated, expired).', ['outcome']),
+    candidates: m.histogram('candidates_per_decision', 'Candidates per routing decision (after the filter).', [], [0, 1, 2, 3, 5, 10, 20, 50, 100, 500]),
+    routeSeconds: m.histogram(
+      'route_duration_seconds',
+      'Time to decide one route (filter, score, stickiness) and build its records.',
+      [],
+      [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1],
+    ),
+    hopSeconds: m.histogram(
+      'hop_duration_seconds',
+      'Router hop: from the pending record being written to its decision being made.',
+      [],
+      [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+    ),
+  };
+}

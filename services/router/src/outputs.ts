@@ -1,0 +1,198 @@
+import { newMessageId, ReachError } from '@reach/core';
+import type { Envelope, RetryRequest, RoutedDelivery, SchemaCodec } from '@reach/envelope';
+import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
+import { FANOUT_PARENT, fanoutCopy, HOLD_REASON_SATURATED, type RouteDecision, type RouteHints } from '@reach/routing';
+import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
+
+const ROUTED_SUBJECT = valueSubject(TOPICS.routed.name);
+const RETRY_SUBJECT = valueSubject(TOPICS.retry.name);
+
+/** At most this many fan-out copies are listed in the parent's ROUTED detail. */
+const MAX_LISTED_COPIES = 200;
+
+export interface OutputContext {
+  readonly codec: SchemaCodec;
+  readonly service: string;
+  readonly instanceId: string;
+  /** REACH_ACK_TIMEOUT_MS: the ack deadline when the envelope gives no timeout_ms. */
+  readonly ackTimeoutMs: number;
+  /** REACH_SATURATION_RETRY_MS: how long a saturated message is held. */
+  readonly saturationRetryMs: number;
+}
+
+interface Msg {
+  readonly envelope: Envelope;
+  readonly hints: RouteHints;
+  readonly record: InRecord;
+}
+
+function passHeaders(record: InRecord): Record<string, string> {
+  return record.headers.traceparent ? { traceparent: record.headers.traceparent } : {};
+}
+
+function delivery(ctx: OutputContext, m: Msg, envelope: Envelope, agentId: string, parent: string | null, now: number): OutRecord {
+  const value: RoutedDelivery = {
+    message_id: envelope.message_id,
+    parent_message_id: parent,
+    agent_id: agentId,
+    attempt: m.hints.attempt,
+    routed_at: now,
+    deadline_at: now + (envelope.timeout_ms ?? ctx.ackTimeoutMs),
+    budget_deadline_at: envelope.expire_at,
+    rule: null,
+    envelope,
+  };
+  // Keyed by agent: every delivery to one agent stays in order on one partition.
+  return { topic: TOPICS.routed.name, key: agentId, value: ctx.codec.encode(ROUTED_SUBJECT, value), headers: passHeaders(m.record) };
+}
+
+/**
+ * The records a routing decision produces (docs/pipeline.md, router row). Produced together
+ * before the pending record's offset is committed.
+ */
+export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecision, now: number): OutRecord[] {
+  const { codec } = ctx;
+  const env = m.envelope;
+  const attempt = m.hints.attempt;
+  const base = { service: ctx.service, instance: ctx.instanceId, attempt };
+  switch (decision.kind) {
+    case 'routed': {
+      const parent = decision.parentMessageId ?? null;
+      return [
+        delivery(ctx, m, env, decision.agentId, parent, now),
+        statusRecord(codec, { ...base, state: 'ROUTED', envelope: env, agentId: decision.agentId, parentMessageId: parent, detail: decision.trace }, now),
+      ];
+    }
+    case 'fanout': {
+      const out: OutRecord[] = [];
+      const copies: Array<{ message_id: string; agent_id: string }> = [];
+      for (const agentId of decision.agentIds) {
+        const copy = fanoutCopy(env, agentId, newMessageId(now));
+        copies.push({ message_id: copy.message_id, agent_id: agentId });
+        out.push(
+          delivery(ctx, m, copy, agentId, env.message_id, now),
+          statusRecord(
+            codec,
+            {
+              ...base,
+              state: 'ROUTED',
+              envelope: copy,
+              agentId,
+              parentMessageId: env.message_id,
+              detail: { strategy: 'broadcast', parent_message_id: env.message_id, chosen: agentId },
+            },
+            now,
+          ),
+        );
+      }
+      out.push(
+        statusRecord(
+          codec,
+          { ...base, state: 'ROUTED', envelope: env, detail: { ...decision.trace, copies: copies.slice(0, MAX_LISTED_COPIES), copies_total: copies.length } },
+          now,
+        ),
+      );
+      return out;
+    }
+    case 'saturated': {
+      if (m.hints.rejectOnSaturation) {
+        const error = new ReachError('SATURATED', 'every candidate is above the saturation threshold (the sender asked for QUEUE_REQUEST)');
+        return rejected(ctx, m, error, decision.trace, now);
+      }
+      const notBefore = now + ctx.saturationRetryMs;
+      const hold: RetryRequest = {
+        message_id: env.message_id,
+        attempt,
+        not_before: notBefore,
+        code: 2002,
+        reason: HOLD_REASON_SATURATED,
+        failed_agent_id: null,
+        exclude_agent_ids: [...m.hints.excludeAgents],
+        first_attempt_at: env.created_at,
+        envelope: env,
+      };
+      return [
+        { topic: TOPICS.retry.name, key: env.message_id, value: codec.encode(RETRY_SUBJECT, hold), headers: passHeaders(m.record) },
+        statusRecord(
+          codec,
+          {
+            ...base,
+            state: 'PENDING',
+            envelope: env,
+            parentMessageId: parentOf(env),
+            code: 2002,
+            reason: 'held: every candidate is saturated',
+            detail: { ...decision.trace, reason: HOLD_REASON_SATURATED, not_before: new Date(notBefore).toISOString() },
+          },
+          now,
+        ),
+      ];
+    }
+    case 'no_route': {
+      const error = new ReachError('NO_ROUTE', decision.why);
+      if (env.expire_at !== null && env.expire_at > now) {
+        // Parked: the dead-letter service keeps it and redrives it when a matching agent
+        // appears, or lets it expire (SPEC R-B10). The message itself is still PENDING.
+        return [
+          deadLetterRecord(
+            codec,
+            { service: ctx.service, error, record: m.record, envelope: env, reason: 'NO_ROUTE', attempts: attempt, history: decision.trace },
+            now,
+          ),
+          statusRecord(
+            codec,
+            {
+              ...base,
+              state: 'PENDING',
+              envelope: env,
+              parentMessageId: parentOf(env),
+              code: error.code,
+              reason: 'parked',
+              detail: { ...decision.trace, why: decision.why },
+            },
+            now,
+          ),
+        ];
+      }
+      return rejected(ctx, m, error, { ...decision.trace, why: decision.why }, now);
+    }
+    case 'expired': {
+      const error = new ReachError('EXPIRED', `expired at ${new Date(env.expire_at ?? now).toISOString()} before it could be routed`);
+      const out: OutRecord[] = [
+        statusRecord(codec, { ...base, state: 'DEAD', envelope: env, parentMessageId: parentOf(env), code: error.code, reason: error.message }, now),
+        deadLetterRecord(codec, { service: ctx.service, error, record: m.record, envelope: env, reason: 'EXPIRED', attempts: attempt }, now),
+      ];
+      const receipt = receiptRecord(codec, env, { state: 'DEAD', code: error.code, reason: error.message }, now);
+      if (receipt) out.push(receipt);
+      return out;
+    }
+  }
+}
+
+function parentOf(env: Envelope): string | null {
+  return env.headers[FANOUT_PARENT] ?? null;
+}
+
+function rejected(ctx: OutputContext, m: Msg, error: ReachError, detail: unknown, now: number): OutRecord[] {
+  const env = m.envelope;
+  const out: OutRecord[] = [
+    statusRecord(
+      ctx.codec,
+      {
+        service: ctx.service,
+        instance: ctx.instanceId,
+        attempt: m.hints.attempt,
+        state: 'REJECTED',
+        envelope: env,
+        parentMessageId: parentOf(env),
+        code: error.code,
+        reason: error.message,
+        detail,
+      },
+      now,
+    ),
+  ];
+  const receipt = receiptRecord(ctx.codec, env, { state: 'REJECTED', code: error.code, reason: error.message }, now);
+  if (receipt) out.push(receipt);
+  return out;
+}

@@ -1,0 +1,64 @@
+import type { Logger } from '@reach/core';
+import type { StickyStore } from '@reach/routing';
+import { createRedis, type Redis } from '@reach/store';
+
+/** A sticky-store call slower than this counts as "Redis is down" for this message. */
+const STICKY_TIMEOUT_MS = 100;
+
+class StickyUnavailable extends Error {}
+
+/**
+ * Session bindings in Redis (SPEC R-B6) on a client of the router's own that fails fast: no
+ * offline queue and a short per-call timeout, so while Redis is away each message falls back
+ * to the session hash at once instead of waiting (SPEC R-D12: routing continues).
+ */
+export class RedisStickyStore implements StickyStore {
+  private readonly redis: Redis;
+
+  constructor(url: string, logger: Logger) {
+    this.redis = createRedis(url, logger, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      connectTimeoutMs: 1_000,
+      maxReconnectDelayMs: 2_000,
+      connectionName: 'reach-router-sticky',
+    });
+  }
+
+  private bounded<T>(op: () => Promise<T>): Promise<T> {
+    if (this.redis.status !== 'ready') return Promise.reject(new StickyUnavailable(`redis is ${this.redis.status}`));
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new StickyUnavailable(`redis did not answer within ${STICKY_TIMEOUT_MS} ms`)), STICKY_TIMEOUT_MS);
+      op().then(
+        (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err instanceof Error ? err : new StickyUnavailable(String(err)));
+        },
+      );
+    });
+  }
+
+  get(key: string): Promise<string | null> {
+    return this.bounded(() => this.redis.get(key));
+  }
+
+  async set(key: string, agentId: string, ttlS: number): Promise<void> {
+    await this.bounded(() => this.redis.set(key, agentId, 'EX', ttlS));
+  }
+
+  get ready(): boolean {
+    return this.redis.status === 'ready';
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.redis.quit();
+    } catch {
+      this.redis.disconnect();
+    }
+  }
+}

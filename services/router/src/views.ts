@@ -1,0 +1,56 @@
+import type { AgentRecord, Presence, SchemaCodec } from '@reach/envelope';
+import { startTableView, TOPICS, valueSubject, type Kafka, type TableView } from '@reach/kafka';
+import { AgentIndex, newerAgentRecord, newerPresence } from '@reach/routing';
+import type { Logger } from '@reach/core';
+
+const AGENTS_SUBJECT = valueSubject(TOPICS.agents.name);
+const PRESENCE_SUBJECT = valueSubject(TOPICS.presence.name);
+
+export interface RegistryViews {
+  readonly index: AgentIndex;
+  readonly agents: TableView<AgentRecord>;
+  readonly presence: TableView<Presence>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Folds the compacted registry feeds into the router's AgentIndex (SPEC R-A6): each router
+ * instance reads reach.agents.v1 and reach.presence.v1 from the beginning in a private group
+ * and follows them. Routing then needs no remote call per message and keeps working while
+ * Redis is down. An AgentRecord older than the one held (by revision) is ignored.
+ */
+export async function startRegistryViews(kafka: Kafka, codec: SchemaCodec, logger: Logger, groupPrefix: string): Promise<RegistryViews> {
+  const index = new AgentIndex();
+  const agents = await startTableView<AgentRecord>({
+    kafka,
+    topic: TOPICS.agents.name,
+    logger,
+    groupPrefix: `${groupPrefix}-agents`,
+    decode: (value) => codec.decode<AgentRecord>(AGENTS_SUBJECT, value),
+    accept: newerAgentRecord,
+    onChange: (key, value) => {
+      if (value) index.upsertAgent(value);
+      else index.removeAgent(key);
+    },
+  });
+  const presence = await startTableView<Presence>({
+    kafka,
+    topic: TOPICS.presence.name,
+    logger,
+    groupPrefix: `${groupPrefix}-presence`,
+    decode: (value) => codec.decode<Presence>(PRESENCE_SUBJECT, value),
+    accept: newerPresence,
+    onChange: (key, value) => {
+      if (value) index.setPresence(value);
+      else index.removePresence(key);
+    },
+  });
+  return {
+    index,
+    agents,
+    presence,
+    stop: async () => {
+      await Promise.all([agents.stop(), presence.stop()]);
+    },
+  };
+}

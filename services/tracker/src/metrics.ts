@@ -1,0 +1,54 @@
+import type { ServiceMetrics } from '@reach/service-kit';
+import type { WriteResult } from './writer.js';
+
+type Counter = ReturnType<ServiceMetrics['counter']>;
+type Histogram = ReturnType<ServiceMetrics['histogram']>;
+
+const TERMINAL = new Set(['DELIVERED', 'REJECTED', 'DEAD']);
+
+/** reach_tracker_*: what the writer does, and message outcomes (SPEC R-F2). */
+export class TrackerMetrics {
+  private readonly rows: Counter;
+  private readonly batchSize: Histogram;
+  private readonly writeSeconds: Histogram;
+  private readonly outcomes: Counter;
+  private readonly poison: Counter;
+
+  constructor(metrics: ServiceMetrics) {
+    this.rows = metrics.counter('rows_written_total', 'Rows written to the read model: message rows inserted or moved forward, timeline rows inserted.', [
+      'table',
+    ]);
+    this.batchSize = metrics.histogram(
+      'batch_size_events',
+      'Status events per read-model write.',
+      [],
+      [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000],
+    );
+    this.writeSeconds = metrics.histogram(
+      'write_duration_seconds',
+      'Time of one batched read-model write (one statement).',
+      [],
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    );
+    this.outcomes = metrics.counter(
+      'outcomes_total',
+      'Messages reaching a terminal state (DELIVERED, REJECTED, DEAD), on their first attempt or after retries; counted once per event.',
+      ['state', 'first_attempt'],
+    );
+    this.poison = metrics.counter('unusable_events_total', 'Status records that could not be decoded or stored; sent to the DLQ.');
+  }
+
+  written(batchEvents: number, seconds: number, result: WriteResult): void {
+    this.batchSize.observe(batchEvents);
+    this.writeSeconds.observe(seconds);
+    this.rows.inc({ table: 'messages' }, result.messages);
+    this.rows.inc({ table: 'message_events' }, result.events);
+    for (const e of result.newEvents) {
+      if (TERMINAL.has(e.state)) this.outcomes.inc({ state: e.state, first_attempt: String(e.first_attempt) }, e.n);
+    }
+  }
+
+  unusable(n = 1): void {
+    this.poison.inc(n);
+  }
+}

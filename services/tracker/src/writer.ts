@@ -1,0 +1,161 @@
+import { ReachError } from '@reach/core';
+import { pgErrorCode, type Pool } from '@reach/store';
+import type { EventInsert, FoldedBatch, MessageUpsert } from './fold.js';
+
+type Column<R> = readonly [name: keyof R & string, pgType: string];
+
+const EVENT_COLUMNS: ReadonlyArray<Column<EventInsert>> = [
+  ['event_id', 'text'],
+  ['message_id', 'text'],
+  ['created_at', 'timestamptz'],
+  ['at', 'timestamptz'],
+  ['state', 'text'],
+  ['attempt', 'int'],
+  ['service', 'text'],
+  ['instance', 'text'],
+  ['agent_id', 'text'],
+  ['code', 'int'],
+  ['reason', 'text'],
+  ['detail', 'jsonb'],
+];
+
+const MESSAGE_COLUMNS: ReadonlyArray<Column<MessageUpsert>> = [
+  ['message_id', 'text'],
+  ['created_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+  ['status', 'text'],
+  ['attempt', 'int'],
+  ['message_type', 'text'],
+  ['producer', 'text'],
+  ['capability', 'text'],
+  ['topic', 'text'],
+  ['target_agent_id', 'text'],
+  ['agent_id', 'text'],
+  ['parent_message_id', 'text'],
+  ['trace_id', 'text'],
+  ['request_id', 'text'],
+  ['session_id', 'text'],
+  ['correlation_id', 'text'],
+  ['reply_to', 'text'],
+  ['idempotency_key', 'text'],
+  ['priority', 'text'],
+  ['expire_at', 'timestamptz'],
+  ['code', 'int'],
+  ['reason', 'text'],
+  ['result', 'jsonb'],
+  ['rule', 'text'],
+];
+
+const TIME_COLUMNS = new Set(['created_at', 'updated_at', 'at', 'expire_at']);
+
+/** `unnest($n::type[], …)` over the columns, numbering parameters from `first`. */
+function unnest<R>(columns: ReadonlyArray<Column<R>>, first: number): string {
+  return `unnest(${columns.map(([, type], i) => `$${first + i}::${type}[]`).join(', ')})`;
+}
+
+/** One array per column: the statement's parameter count never depends on the batch size. */
+function arrays<R>(columns: ReadonlyArray<Column<R>>, rows: readonly R[]): unknown[][] {
+  return columns.map(([name]) =>
+    rows.map((r) => {
+      const v = r[name] as unknown;
+      return TIME_COLUMNS.has(name) && typeof v === 'number' ? new Date(v).toISOString() : (v ?? null);
+    }),
+  );
+}
+
+// The event moves the message forward: a later attempt, or a later state of the same attempt.
+const ADVANCES = '(excluded.attempt, excluded.state_rank) > (cur.attempt, cur.state_rank)';
+const whenAdvancing = (col: string, value = `excluded.${col}`) => `${col} = CASE WHEN ${ADVANCES} THEN ${value} ELSE cur.${col} END`;
+// Identity fields never change once known; '' marks a NOT NULL one an event did not carry.
+const keepKnown = (col: string) => `${col} = CASE WHEN cur.${col} = '' THEN excluded.${col} ELSE cur.${col} END`;
+const keepFirst = (col: string) => `${col} = COALESCE(cur.${col}, excluded.${col})`;
+
+/**
+ * One statement per batch, one round trip: the timeline rows (duplicates skipped by event id)
+ * and the messages upsert. A message row changes only when the batch moves it forward in
+ * (attempt, state_rank), so late or repeated events never move it back; a handler's result is
+ * recorded whatever the order (first result wins). Counts come back for the metrics.
+ */
+export const WRITE_SQL = `
+WITH ev AS (
+  INSERT INTO message_events (${EVENT_COLUMNS.map(([n]) => n).join(', ')})
+  SELECT * FROM ${unnest(EVENT_COLUMNS, 1)}
+  ON CONFLICT (event_id, created_at) DO NOTHING
+  RETURNING state, attempt
+), msg AS (
+  INSERT INTO messages AS cur (${MESSAGE_COLUMNS.map(([n]) => n).join(', ')})
+  SELECT * FROM ${unnest(MESSAGE_COLUMNS, EVENT_COLUMNS.length + 1)}
+  ON CONFLICT (message_id, created_at) DO UPDATE SET
+    ${[
+      `updated_at = CASE WHEN ${ADVANCES} THEN excluded.updated_at ELSE GREATEST(cur.updated_at, excluded.updated_at) END`,
+      whenAdvancing('status'),
+      whenAdvancing('attempt'),
+      // The agent of the current attempt: a new attempt starts without one.
+      whenAdvancing('agent_id', 'CASE WHEN excluded.attempt > cur.attempt THEN excluded.agent_id ELSE COALESCE(excluded.agent_id, cur.agent_id) END'),
+      whenAdvancing('code'),
+      whenAdvancing('reason'),
+      whenAdvancing('rule', 'COALESCE(excluded.rule, cur.rule)'),
+      'result = COALESCE(cur.result, excluded.result)',
+      ...['message_type', 'producer', 'trace_id'].map(keepKnown),
+      ...[
+        'capability',
+        'topic',
+        'target_agent_id',
+        'parent_message_id',
+        'request_id',
+        'session_id',
+        'correlation_id',
+        'reply_to',
+        'idempotency_key',
+        'expire_at',
+      ].map(keepFirst),
+    ].join(',\n    ')}
+  WHERE ${ADVANCES} OR (excluded.result IS NOT NULL AND cur.result IS NULL)
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM msg)::int AS messages,
+       (SELECT count(*) FROM ev)::int AS events,
+       (SELECT coalesce(json_agg(x), '[]'::json)
+          FROM (SELECT state, attempt = 0 AS first_attempt, count(*)::int AS n FROM ev GROUP BY 1, 2) x) AS new_events`;
+
+export interface WriteResult {
+  /** Message rows inserted or moved forward. */
+  messages: number;
+  /** Timeline rows inserted (not seen before). */
+  events: number;
+  /** The newly inserted events by state and first attempt or not (for outcome metrics). */
+  newEvents: Array<{ state: string; first_attempt: boolean; n: number }>;
+}
+
+/**
+ * A failure caused by the rows themselves (bad value, constraint, size limit): retrying the
+ * same rows can never succeed, so the caller isolates the culprit instead. Everything else
+ * (connection lost, server shutting down, deadlock) is the dependency's: retry the batch.
+ */
+export function isDataError(err: unknown): boolean {
+  const code = pgErrorCode(err);
+  return code !== undefined && ['22', '23', '54'].includes(code.slice(0, 2));
+}
+
+export class ReadModelWriter {
+  constructor(private readonly pg: Pool) {}
+
+  /** created_at of messages the read model already holds (for events that do not carry it). */
+  async knownCreatedAt(messageIds: readonly string[]): Promise<Map<string, number>> {
+    if (messageIds.length === 0) return new Map();
+    const res = await this.pg.query<{ message_id: string; created_at: Date }>(
+      'SELECT message_id, min(created_at) AS created_at FROM messages WHERE message_id = ANY($1::text[]) GROUP BY message_id',
+      [messageIds],
+    );
+    return new Map(res.rows.map((r) => [r.message_id, r.created_at.getTime()]));
+  }
+
+  async write(batch: FoldedBatch): Promise<WriteResult> {
+    if (batch.events.length === 0 && batch.messages.length === 0) return { messages: 0, events: 0, newEvents: [] };
+    const params = [...arrays(EVENT_COLUMNS, batch.events), ...arrays(MESSAGE_COLUMNS, batch.messages)];
+    const res = await this.pg.query<{ messages: number; events: number; new_events: WriteResult['newEvents'] }>(WRITE_SQL, params);
+    const row = res.rows[0];
+    if (!row) throw new ReachError('INTERNAL', 'the read model write returned no summary row');
+    return { messages: row.messages, events: row.events, newEvents: row.new_events };
+  }
+}

@@ -1,0 +1,189 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { newMessageId, ReachError, signToken, silentLogger } from '@reach/core';
+import { SchemaCodec, schemaDef, type DeadLetter, type Envelope, type StatusEvent } from '@reach/envelope';
+import type { InRecord, OutRecord } from '@reach/kafka';
+import { Acceptor, type Acceptance } from '../../../services/ingress/dist/acceptance.js';
+import { Authenticator } from '../../../services/ingress/dist/auth.js';
+import type { IdempotencyClaim } from '../../../services/ingress/dist/idempotency.js';
+import { FakeRegistry } from '../envelope/fake-registry.js';
+
+const SECRET = 'unit-test-secret-0123456789';
+const now = Date.now();
+const token = (sub: string, exp = Math.floor(now / 1000) + 600) =>
+  signToken({ sub, jti: `j-${sub}-${exp}`, iat: Math.floor(now / 1000), exp, dom: 'default' }, SECRET);
+const auth = new Authenticator(SECRET, 'unit-admin-token-0123456789', { has: () => false });
+
+let codec: SchemaCodec;
+const claims: Array<[string, string, string]> = [];
+let nextClaim: IdempotencyClaim = { kind: 'new' };
+let acceptor: Acceptor;
+
+beforeAll(async () => {
+  const registry = new FakeRegistry();
+  const bindings = [
+    { subject: 'reach.ingress.v1-value', schema: 'reach.v1.Envelope' },
+    { subject: 'reach.pending.v1-value', schema: 'reach.v1.Envelope' },
+    { subject: 'reach.status.v1-value', schema: 'reach.v1.StatusEvent' },
+    { subject: 'reach.dlq.v1-value', schema: 'reach.v1.DeadLetter' },
+  ];
+  for (const b of bindings) registry.register(b.subject, schemaDef(b.schema).canonical);
+  codec = new SchemaCodec(registry.asClient(), { maxPayloadBytes: 256 * 1024 });
+  await codec.init(bindings);
+  acceptor = new Acceptor({
+    codec,
+    auth,
+    idempotency: {
+      claim: async (producer, key, id) => {
+        claims.push([producer, key, id]);
+        return nextClaim;
+      },
+    },
+    service: 'ingress',
+    instance: 'ingress-unit',
+    maxPayloadBytes: 256 * 1024,
+    log: silentLogger,
+  });
+});
+
+function envelope(over: Partial<Envelope> = {}): Envelope {
+  return {
+    message_id: newMessageId(now),
+    message_type: 'task_request',
+    capability: 'parse_pdf',
+    topic: null,
+    target_agent_id: null,
+    producer: 'agent.a',
+    trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
+    request_id: null,
+    idempotency_key: null,
+    session_id: null,
+    correlation_id: null,
+    reply_to: null,
+    priority: 'NORMAL',
+    tags: [],
+    retryable: true,
+    timeout_ms: null,
+    created_at: now,
+    expire_at: null,
+    schema_version: 1,
+    content_type: 'application/json',
+    payload: Buffer.from('{}'),
+    headers: {},
+    ...over,
+  };
+}
+
+function kafkaRecord(headers: Record<string, string>): InRecord {
+  return { topic: 'reach.ingress.v1', partition: 2, offset: '41', timestamp: String(now), key: null, value: Buffer.from([0]), headers };
+}
+
+async function decoded(records: readonly OutRecord[]) {
+  const by = async <T>(topic: string) =>
+    Promise.all(
+      records
+        .filter((r) => r.topic === topic)
+        .map((r) =>
+          codec.decode<T>(
+            topic === 'reach.status.v1' ? 'reach.status.v1-value' : topic === 'reach.dlq.v1' ? 'reach.dlq.v1-value' : 'reach.pending.v1-value',
+            r.value,
+          ),
+        ),
+    );
+  return { pending: await by<Envelope>('reach.pending.v1'), status: await by<StatusEvent>('reach.status.v1'), dlq: await by<DeadLetter>('reach.dlq.v1') };
+}
+
+function rejected(a: Acceptance): Extract<Acceptance, { outcome: 'rejected' }> {
+  expect(a.outcome).toBe('rejected');
+  return a as Extract<Acceptance, { outcome: 'rejected' }>;
+}
+
+describe('Acceptor', () => {
+  it('accepts a valid envelope: the envelope on reach.pending.v1 (key session ?? id, traceparent) and a PENDING status', async () => {
+    const env = envelope({ session_id: 'sess-1' });
+    const a = await acceptor.accept({ envelope: env, token: token('agent.a'), via: { kind: 'kafka', record: kafkaRecord({}) } }, now);
+    expect(a.outcome).toBe('accepted');
+    const records = (a as { records: readonly OutRecord[] }).records;
+    expect(records[0]).toMatchObject({
+      topic: 'reach.pending.v1',
+      key: 'sess-1',
+      headers: { traceparent: expect.stringMatching(/^00-4bf92f3577b34da6a3ce929d0e0e4736-/) },
+    });
+    const { pending, status } = await decoded(records);
+    expect(pending[0]).toMatchObject({ message_id: env.message_id, producer: 'agent.a' });
+    expect(status[0]).toMatchObject({ message_id: env.message_id, state: 'PENDING', service: 'ingress', instance: 'ingress-unit' });
+    expect(JSON.parse(status[0]!.detail_json!)).toEqual({ via: 'kafka', partition: 2, offset: '41' });
+  });
+
+  it('refuses a missing token (1003): DLQ without the token header, a receipt to the named producer, no status', async () => {
+    const env = envelope({ reply_to: 'agent.elsewhere' });
+    const a = rejected(
+      await acceptor.accept({ envelope: env, token: undefined, via: { kind: 'kafka', record: kafkaRecord({ 'reach-token': 'x', keep: 'me' }) } }, now),
+    );
+    expect(a.error.code).toBe(1003);
+    const { pending, status, dlq } = await decoded(a.records);
+    expect(dlq[0]).toMatchObject({ reason: 'INVALID', code: 1003, message_id: env.message_id, raw_headers: { keep: 'me' } });
+    expect(dlq[0]!.raw_headers).not.toHaveProperty('reach-token');
+    expect(status).toEqual([]);
+    // Never redirected through reply_to by someone who proved nothing.
+    expect(pending[0]).toMatchObject({ message_type: 'reach.receipt', target_agent_id: 'agent.a', correlation_id: env.message_id });
+  });
+
+  it("refuses a producer that is not the token's agent: status REJECTED, the receipt to the token's agent", async () => {
+    const env = envelope({ producer: 'agent.victim' });
+    const a = rejected(await acceptor.accept({ envelope: env, token: token('agent.a'), via: { kind: 'kafka', record: kafkaRecord({}) } }, now));
+    expect(a.error.code).toBe(1003);
+    const { pending, status } = await decoded(a.records);
+    expect(status[0]).toMatchObject({ state: 'REJECTED', code: 1003 });
+    expect(pending[0]).toMatchObject({ message_type: 'reach.receipt', target_agent_id: 'agent.a' });
+  });
+
+  it('refuses a broken envelope (4101) before claiming its key; the receipt honours reply_to', async () => {
+    claims.length = 0;
+    const env = envelope({ topic: 'news', idempotency_key: 'k', reply_to: 'agent.inbox' });
+    const a = rejected(await acceptor.accept({ envelope: env, token: token('agent.a'), via: { kind: 'kafka', record: kafkaRecord({}) } }, now));
+    expect(a.error.code).toBe(4101);
+    expect(claims).toEqual([]);
+    const { pending, status, dlq } = await decoded(a.records);
+    expect(dlq[0]).toMatchObject({ reason: 'INVALID', code: 4101 });
+    expect(dlq[0]!.envelope).toMatchObject({ message_id: env.message_id });
+    expect(status[0]).toMatchObject({ state: 'REJECTED', code: 4101 });
+    expect(pending[0]).toMatchObject({ target_agent_id: 'agent.inbox' });
+  });
+
+  it('refuses an envelope the schema cannot carry (an int out of range) without claiming its key', async () => {
+    claims.length = 0;
+    const env = envelope({ timeout_ms: 2 ** 40, idempotency_key: 'k' });
+    const a = rejected(await acceptor.accept({ envelope: env, token: token('agent.a'), via: { kind: 'http' } }, now));
+    expect(a.error.code).toBe(4101);
+    expect(claims).toEqual([]);
+    const { dlq } = await decoded(a.records);
+    expect(dlq[0]).toMatchObject({ code: 4101, source_topic: 'http', envelope: null });
+  });
+
+  it('sends no receipt for an HTTP submission: the response is the answer', async () => {
+    const a = rejected(
+      await acceptor.accept({ envelope: envelope({ payload: Buffer.alloc(256 * 1024 + 1) }), token: token('agent.a'), via: { kind: 'http' } }, now),
+    );
+    expect(a.error.code).toBe(4102);
+    expect(a.records.map((r) => r.topic).sort()).toEqual(['reach.dlq.v1', 'reach.status.v1']);
+  });
+
+  it('claims the idempotency key for the producer, and produces nothing for a duplicate', async () => {
+    claims.length = 0;
+    const env = envelope({ idempotency_key: 'order-7' });
+    nextClaim = { kind: 'duplicate', messageId: 'msg_ORIGINAL' };
+    try {
+      const a = await acceptor.accept({ envelope: env, token: token('agent.a'), via: { kind: 'http' } }, now);
+      expect(a).toMatchObject({ outcome: 'duplicate', originalId: 'msg_ORIGINAL' });
+      expect(claims).toEqual([['agent.a', 'order-7', env.message_id]]);
+    } finally {
+      nextClaim = { kind: 'new' };
+    }
+  });
+
+  it('keeps only the raw bytes of an undecodable record, never its token', async () => {
+    const [rec] = acceptor.undecodable(kafkaRecord({ 'reach-token': 'secret' }), new ReachError('INVALID_ENVELOPE', 'garbage'), now);
+    const dead = await codec.decode<DeadLetter>('reach.dlq.v1-value', rec!.value);
+    expect(dead).toMatchObject({ reason: 'INVALID', code: 4101, message_id: null, source_partition: 2, source_offset: 41, raw_headers: {} });
+  });
+});

@@ -1,0 +1,246 @@
+import { describe, expect, it } from 'vitest';
+import { signToken } from '@reach/core';
+import {
+  DedupeCache,
+  LoadTracker,
+  SessionContext,
+  WorkQueue,
+  contextFromHeaders,
+  contextToHeaders,
+  dedupeKey,
+  parseServerFrame,
+  reconnectDelayMs,
+  refreshDelayMs,
+  tokenLifetime,
+  connectionFromEnv,
+} from '@reach/sdk';
+
+describe('reconnect backoff (SPEC R-G1: 1 s doubling to 32 s plus jitter)', () => {
+  it('doubles from 1 s and stays at 32 s without jitter', () => {
+    const schedule = Array.from({ length: 9 }, (_, i) => reconnectDelayMs(i, () => 0));
+    expect(schedule).toEqual([1000, 2000, 4000, 8000, 16000, 32000, 32000, 32000, 32000]);
+  });
+
+  it('adds at most 20 % jitter on top', () => {
+    expect(Array.from({ length: 7 }, (_, i) => reconnectDelayMs(i, () => 1))).toEqual([1200, 2400, 4800, 9600, 19200, 38400, 38400]);
+    for (let i = 0; i < 200; i++) {
+      const attempt = i % 8;
+      const plain = Math.min(1000 * 2 ** attempt, 32000);
+      const d = reconnectDelayMs(attempt);
+      expect(d).toBeGreaterThanOrEqual(plain);
+      expect(d).toBeLessThanOrEqual(plain * 1.2);
+    }
+  });
+
+  it('stays finite for huge attempt numbers and honours other bounds', () => {
+    expect(reconnectDelayMs(10_000, () => 0)).toBe(32000);
+    expect(reconnectDelayMs(3, () => 0, { baseMs: 10, maxMs: 50 })).toBe(50);
+  });
+});
+
+describe('DedupeCache (SPEC R-G2, R-G4)', () => {
+  const ok = (payload: unknown) => ({ kind: 'ok' as const, payload, headers: {} });
+
+  it('keys by producer + idempotency key, else by message id', () => {
+    expect(dedupeKey({ producer: 'a', idempotency_key: 'k', message_id: 'm1' })).toBe(dedupeKey({ producer: 'a', idempotency_key: 'k', message_id: 'm2' }));
+    expect(dedupeKey({ producer: 'a', idempotency_key: 'k', message_id: 'm1' })).not.toBe(dedupeKey({ producer: 'b', idempotency_key: 'k', message_id: 'm1' }));
+    expect(dedupeKey({ producer: 'a', idempotency_key: null, message_id: 'm1' })).toBe('id:m1');
+  });
+
+  it('forgets results after the TTL (30 min by default)', () => {
+    let now = 0;
+    const cache = new DedupeCache({ now: () => now });
+    cache.set('k', ok(1));
+    now = 30 * 60_000 - 1;
+    expect(cache.get('k')).toEqual(ok(1));
+    now = 30 * 60_000 + 1;
+    expect(cache.get('k')).toBeUndefined();
+    expect(cache.size).toBe(0);
+  });
+
+  it('evicts the least recently used entry beyond maxEntries', () => {
+    const cache = new DedupeCache({ maxEntries: 2 });
+    cache.set('a', ok('a'));
+    cache.set('b', ok('b'));
+    cache.get('a');
+    cache.set('c', ok('c'));
+    expect(cache.get('b')).toBeUndefined();
+    expect(cache.get('a')).toEqual(ok('a'));
+    expect(cache.get('c')).toEqual(ok('c'));
+  });
+
+  it('bounds the bytes it holds and skips a result larger than the whole budget', () => {
+    const cache = new DedupeCache({ maxBytes: 200 });
+    cache.set('a', ok('x'.repeat(80)));
+    cache.set('b', ok('y'.repeat(80)));
+    expect(cache.get('a')).toBeUndefined();
+    expect(cache.get('b')).toBeDefined();
+    expect(cache.byteSize).toBeLessThanOrEqual(200);
+    cache.set('huge', ok('z'.repeat(500)));
+    expect(cache.get('huge')).toBeUndefined();
+    expect(cache.get('b')).toBeDefined();
+  });
+});
+
+describe('WorkQueue (max_concurrency with a local queue)', () => {
+  it('runs at most `limit` jobs, the rest wait in order', async () => {
+    const releases: Array<() => void> = [];
+    const order: number[] = [];
+    const q = new WorkQueue<number>(2, (n) => {
+      order.push(n);
+      return new Promise<void>((resolve) => releases.push(resolve));
+    });
+    for (let i = 1; i <= 5; i++) q.push(i);
+    expect(q.running).toBe(2);
+    expect(q.queued).toBe(3);
+    releases.shift()!();
+    await new Promise((r) => setImmediate(r));
+    expect(order).toEqual([1, 2, 3]);
+    expect(q.running).toBe(2);
+    expect(q.takeQueued()).toEqual([4, 5]);
+    const idle = q.idle();
+    releases.splice(0).forEach((r) => r());
+    await idle;
+    expect(q.running).toBe(0);
+  });
+
+  it('keeps going when a job throws', async () => {
+    const q = new WorkQueue<number>(1, (n) => (n === 1 ? Promise.reject(new Error('boom')) : Promise.resolve()));
+    q.push(1);
+    q.push(2);
+    await q.idle();
+    expect(q.running + q.queued).toBe(0);
+  });
+
+  it('refuses a non-positive limit', () => {
+    expect(() => new WorkQueue(0, () => Promise.resolve())).toThrow(RangeError);
+  });
+});
+
+describe('LoadTracker (heartbeat load, SPEC R-A5)', () => {
+  it('reports running, queued, mean latency and the recent success ratio', () => {
+    const now = 0;
+    const t = new LoadTracker({ now: () => now });
+    expect(t.snapshot(0, 0)).toEqual({ current_load: 0, queue_length: 0, avg_latency_ms: 0, health: 1 });
+    t.record(true, 10);
+    t.record(true, 20);
+    t.record(false, 30);
+    t.record(true, 40);
+    expect(t.snapshot(3, 7)).toEqual({ current_load: 3, queue_length: 7, avg_latency_ms: 25, health: 0.75 });
+  });
+
+  it('only counts the last five minutes', () => {
+    let now = 0;
+    const t = new LoadTracker({ now: () => now });
+    t.record(false, 100);
+    now = 4 * 60_000;
+    t.record(true, 10);
+    now = 5 * 60_000 + 1;
+    expect(t.snapshot(0, 0)).toMatchObject({ health: 1, avg_latency_ms: 10 });
+  });
+});
+
+describe('session context fragments (SPEC R-G3)', () => {
+  it('reads reach-context-* headers and returns only what the handler set', () => {
+    const s = new SessionContext({ 'reach-context-user': '{"id":7}', 'reach-context-lang': 'de', other: 'x' }, 'sess-1');
+    expect(s.id).toBe('sess-1');
+    expect(s.getJson<{ id: number }>('user')).toEqual({ id: 7 });
+    expect(s.get('other')).toBeUndefined();
+    s.set('lang', 'en');
+    s.setJson('summary', { n: 1 });
+    expect(s.get('lang')).toBe('en');
+    expect(s.all()).toEqual({ user: '{"id":7}', lang: 'en', summary: '{"n":1}' });
+    expect(s.changes()).toEqual({ lang: 'en', summary: '{"n":1}' });
+    expect(contextToHeaders(s.changes())).toEqual({ 'reach-context-lang': 'en', 'reach-context-summary': '{"n":1}' });
+  });
+
+  it('round-trips through headers and refuses names that are not header-safe', () => {
+    expect(contextFromHeaders(contextToHeaders({ a: '1', 'b.c-d_e': '2' }))).toEqual({ a: '1', 'b.c-d_e': '2' });
+    expect(() => contextToHeaders({ 'bad name': 'x' })).toThrow(RangeError);
+    expect(new SessionContext({ 'reach-context-x': 'not json' }).getJson('x')).toBeUndefined();
+  });
+});
+
+describe('server frames (DESIGN §4), read tolerantly', () => {
+  it('parses deliver with defaults filled in and the deadline as epoch ms', () => {
+    const f = parseServerFrame(
+      JSON.stringify({
+        type: 'deliver',
+        seq: 4,
+        attempt: 1,
+        deadline: '2030-01-01T00:00:00.000Z',
+        unknown_field: true,
+        message: { message_id: 'msg_1', capability: 'x', producer: 'p', payload: { a: 1 } },
+      }),
+    );
+    expect(f).toMatchObject({ type: 'deliver', seq: 4, attempt: 1, deadline: Date.parse('2030-01-01T00:00:00.000Z') });
+    expect(f?.type === 'deliver' && f.message).toMatchObject({
+      message_id: 'msg_1',
+      capability: 'x',
+      topic: null,
+      headers: {},
+      priority: 'NORMAL',
+      payload: { a: 1 },
+    });
+  });
+
+  it('ignores garbage, unknown types and deliver frames without seq or message id', () => {
+    expect(parseServerFrame('not json')).toBeUndefined();
+    expect(parseServerFrame('[1]')).toBeUndefined();
+    expect(parseServerFrame('{"type":"future_frame"}')).toBeUndefined();
+    expect(parseServerFrame('{"type":"deliver","message":{"message_id":"m"}}')).toBeUndefined();
+    expect(parseServerFrame('{"type":"deliver","seq":1,"message":{}}')).toBeUndefined();
+  });
+
+  it('parses welcome, accepted, error and ping', () => {
+    expect(parseServerFrame('{"type":"welcome","connection_id":"c","heartbeat_ms":15000,"resume_from":3}')).toEqual({
+      type: 'welcome',
+      connection_id: 'c',
+      heartbeat_ms: 15000,
+      resume_from: 3,
+    });
+    expect(parseServerFrame('{"type":"accepted","client_ref":"r","message_id":"m"}')).toEqual({ type: 'accepted', client_ref: 'r', message_id: 'm' });
+    expect(parseServerFrame('{"type":"error","code":4129,"name":"RATE_LIMITED","message":"slow down","client_ref":"r"}')).toEqual({
+      type: 'error',
+      code: 4129,
+      name: 'RATE_LIMITED',
+      message: 'slow down',
+      client_ref: 'r',
+    });
+    expect(parseServerFrame('{"type":"ping","ts":5}')).toEqual({ type: 'ping', ts: 5 });
+  });
+});
+
+describe('token refresh timing', () => {
+  it('reads iat/exp from an rt1 token and renews at 80 % of its lifetime', () => {
+    const now = 1_700_000_000_000;
+    const token = signToken({ sub: 'a', jti: 'j', iat: now / 1000, exp: now / 1000 + 3600, dom: 'default' }, 'secret-secret-secret');
+    expect(tokenLifetime(token)).toEqual({ issuedAt: now, expiresAt: now + 3_600_000 });
+    expect(refreshDelayMs(token, now)).toBe(2_880_000);
+    expect(refreshDelayMs(token, now + 3_000_000)).toBe(1000);
+  });
+
+  it('assumes an hour for an unreadable token', () => {
+    expect(tokenLifetime('opaque')).toBeUndefined();
+    expect(refreshDelayMs('opaque', 0)).toBe(2_880_000);
+  });
+});
+
+describe('connectionFromEnv', () => {
+  it('reads AGENT_REACH_* (never REACH_*, which the services own) with local defaults', () => {
+    expect(connectionFromEnv({})).toEqual({
+      registryUrl: 'http://127.0.0.1:7411',
+      dispatcherUrl: 'ws://127.0.0.1:7412/v1/connect',
+      ingressUrl: 'http://127.0.0.1:7410',
+    });
+    expect(
+      connectionFromEnv({
+        AGENT_REACH_REGISTRY_URL: 'http://r:1',
+        AGENT_REACH_DISPATCHER_URL: 'ws://d:2/v1/connect',
+        AGENT_REACH_INGRESS_URL: 'http://i:3',
+        AGENT_REACH_TOKEN: 'tok',
+        REACH_REGISTRY_PORT: '9',
+      }),
+    ).toEqual({ registryUrl: 'http://r:1', dispatcherUrl: 'ws://d:2/v1/connect', ingressUrl: 'http://i:3', token: 'tok' });
+  });
+});

@@ -1,0 +1,145 @@
+import { describe, expect, it } from 'vitest';
+import { newMessageId, messageIdTime } from '@reach/core';
+import type { StatusEvent } from '@reach/envelope';
+import { foldBatch, idsWithoutCreatedAt, isAhead, parseDetail, stateRank, unusable } from '../../../services/tracker/dist/fold.js';
+import { isDataError, WRITE_SQL } from '../../../services/tracker/dist/writer.js';
+
+const T = Date.UTC(2026, 5, 1, 12);
+let seq = 0;
+
+function ev(messageId: string, state: StatusEvent['state'], at: number, over: Partial<StatusEvent> = {}): StatusEvent {
+  return {
+    event_id: `evt_${++seq}`,
+    message_id: messageId,
+    state,
+    attempt: 0,
+    at,
+    service: 'unit',
+    instance: 'u1',
+    trace_id: 'trace',
+    producer: 'agent.p',
+    message_type: 'task_request',
+    capability: 'parse_pdf',
+    topic: null,
+    target_agent_id: null,
+    agent_id: null,
+    parent_message_id: null,
+    code: null,
+    reason: null,
+    detail_json: null,
+    created_at: T - 5,
+    expire_at: null,
+    idempotency_key: null,
+    session_id: null,
+    correlation_id: null,
+    request_id: null,
+    reply_to: null,
+    priority: 'NORMAL',
+    ...over,
+  };
+}
+
+describe('state order', () => {
+  it('ranks the lifecycle and puts a later attempt ahead of any state of an earlier one', () => {
+    expect(['PENDING', 'ROUTED', 'DELIVERING', 'DELIVERED', 'REJECTED', 'DEAD'].map(stateRank)).toEqual([0, 1, 2, 3, 3, 3]);
+    expect(isAhead({ attempt: 0, state: 'ROUTED' }, { attempt: 0, state: 'PENDING' })).toBe(true);
+    expect(isAhead({ attempt: 1, state: 'PENDING' }, { attempt: 0, state: 'DELIVERED' })).toBe(true);
+    expect(isAhead({ attempt: 0, state: 'REJECTED' }, { attempt: 0, state: 'DELIVERED' })).toBe(false);
+  });
+});
+
+describe('foldBatch', () => {
+  it('folds each message to its most advanced event, whatever the arrival order, and keeps every event', () => {
+    const b = foldBatch([
+      ev('m1', 'DELIVERED', T + 3, { agent_id: 'a1' }),
+      ev('m2', 'PENDING', T),
+      ev('m1', 'PENDING', T),
+      ev('m1', 'ROUTED', T + 1, { agent_id: 'a1', detail_json: '{"rule":"r7","chosen":"a1"}' }),
+    ]);
+    expect(b.messages.map((m) => [m.message_id, m.status, m.updated_at, m.agent_id, m.rule])).toEqual([
+      ['m1', 'DELIVERED', T + 3, 'a1', 'r7'],
+      ['m2', 'PENDING', T, null, null],
+    ]);
+    expect(b.events).toHaveLength(4);
+    expect(b.events.every((e) => e.created_at === T - 5)).toBe(true);
+  });
+
+  it('keeps the first of equally advanced events (as the database does) and the first result', () => {
+    const b = foldBatch([
+      ev('m', 'DELIVERED', T + 1, { agent_id: 'first', detail_json: '{"result":{"status":"ok","payload":1}}' }),
+      ev('m', 'REJECTED', T + 2, { agent_id: 'second', code: 3003 }),
+      ev('m', 'DELIVERED', T + 3, { detail_json: '{"result":{"status":"ok","payload":2}}' }),
+    ]);
+    expect(b.messages[0]).toMatchObject({ status: 'DELIVERED', agent_id: 'first', code: null, result: '{"status":"ok","payload":1}' });
+  });
+
+  it('drops an event delivered twice in one batch to one timeline row', () => {
+    const e = ev('m', 'PENDING', T);
+    expect(foldBatch([e, { ...e }]).events).toHaveLength(1);
+  });
+
+  it('takes created_at from the events, else the read model, else the message id, else the event time', () => {
+    const id = newMessageId(T - 60_000);
+    expect(foldBatch([ev(id, 'ROUTED', T, { created_at: null }), ev(id, 'PENDING', T, { created_at: T - 7 })]).messages[0]!.created_at).toBe(T - 7);
+    expect(idsWithoutCreatedAt([ev(id, 'ROUTED', T, { created_at: null }), ev('other', 'PENDING', T)])).toEqual([id]);
+    expect(foldBatch([ev(id, 'ROUTED', T, { created_at: null })], new Map([[id, T - 99]])).messages[0]!.created_at).toBe(T - 99);
+    expect(foldBatch([ev(id, 'ROUTED', T, { created_at: null })]).messages[0]!.created_at).toBe(messageIdTime(id));
+    expect(foldBatch([ev('not-a-ulid', 'ROUTED', T, { created_at: null })]).messages[0]!.created_at).toBe(T);
+  });
+
+  it('fills metadata from any event of the message when the winner lacks it', () => {
+    const b = foldBatch([ev('m', 'PENDING', T, { session_id: 's1' }), ev('m', 'DELIVERED', T + 1, { producer: null, message_type: null, trace_id: null })]);
+    expect(b.messages[0]).toMatchObject({ producer: 'agent.p', message_type: 'task_request', trace_id: 'trace', session_id: 's1' });
+    // Unknown NOT NULL identity fields are '' (the upsert fills them in once some event has them).
+    expect(foldBatch([ev('n', 'DELIVERED', T, { producer: null })]).messages[0]!.producer).toBe('');
+  });
+
+  it('makes every value storable: no NUL, bounded text, valid priority, times and ints in range', () => {
+    const b = foldBatch([
+      ev('m', 'PENDING', 8.7e15, {
+        reason: `a\u0000b${'x'.repeat(10_000)}`,
+        priority: 'URGENT',
+        code: 2 ** 40,
+        attempt: -3,
+        expire_at: -5,
+        detail_json: '{"k\\u0000":"v\\u0000"}',
+      }),
+    ]);
+    const [m] = b.messages;
+    expect(m!.reason!.startsWith('ab')).toBe(true);
+    expect(m!.reason!.length).toBe(4000);
+    expect(m).toMatchObject({ priority: 'NORMAL', code: null, attempt: 0, expire_at: null });
+    expect(b.events[0]!.detail).toBe('{"k":"v"}');
+    expect(b.events[0]!.at).toBeLessThan(8.7e15);
+  });
+
+  it('keeps detail that is not JSON as {raw}', () => {
+    expect(parseDetail('oops')).toEqual({ raw: 'oops' });
+    expect(parseDetail(null)).toBeNull();
+    expect(parseDetail('[1,"a\\u0000"]')).toEqual([1, 'a']);
+  });
+
+  it('refuses ids no index can hold', () => {
+    expect(unusable(ev('m', 'PENDING', T))).toBeUndefined();
+    expect(unusable(ev('', 'PENDING', T))).toMatch(/message_id/);
+    expect(unusable(ev('x'.repeat(300), 'PENDING', T))).toMatch(/message_id/);
+    expect(unusable(ev('m', 'PENDING', T, { event_id: '' }))).toMatch(/event_id/);
+  });
+});
+
+describe('writer', () => {
+  it('tells row errors (isolate the record) from dependency errors (retry the batch)', () => {
+    expect(isDataError({ code: '22P02' })).toBe(true);
+    expect(isDataError({ code: '23514' })).toBe(true);
+    expect(isDataError({ code: '54000' })).toBe(true);
+    expect(isDataError({ code: '08006' })).toBe(false);
+    expect(isDataError({ code: '40P01' })).toBe(false);
+    expect(isDataError(new Error('ECONNREFUSED'))).toBe(false);
+  });
+
+  it('writes a batch in one statement whose parameters do not grow with the batch', () => {
+    expect(WRITE_SQL.match(/\$\d+/g)!.length).toBe(36);
+    expect(WRITE_SQL).toMatch(/WHERE \(excluded\.attempt, excluded\.state_rank\) > \(cur\.attempt, cur\.state_rank\)/);
+    expect(WRITE_SQL).toMatch(/ON CONFLICT \(event_id, created_at\) DO NOTHING/);
+  });
+});
