@@ -143,7 +143,24 @@ export class AgentConnection {
       return;
     }
     if (this.state === 'authenticating') this.early.push(frame);
-    else void this.handle(frame);
+    else this.enqueue(frame);
+  }
+
+  /**
+   * Frames of one connection are handled in the order the agent sent them: an agent that
+   * sends `result` then `ack` for a message must see the result recorded before the ack
+   * removes the delivery (concurrent handling lost the result). Pings skip the queue.
+   */
+  private inbound: Promise<void> = Promise.resolve();
+  private enqueue(frame: AgentFrame): void {
+    if (frame.type === 'ping') {
+      void this.handle(frame);
+      return;
+    }
+    this.inbound = this.inbound.then(
+      () => this.handle(frame),
+      () => this.handle(frame),
+    );
   }
 
   private async hello(f: HelloFrame): Promise<void> {
@@ -180,7 +197,7 @@ export class AgentConnection {
       this.log.info({ generation: this.generation, resume_from: resumeFrom, current_seq: current }, 'agent connected');
       const early = this.early;
       this.early = [];
-      for (const frame of early) void this.handle(frame);
+      for (const frame of early) this.enqueue(frame);
       await this.pump(); // the replay: every un-acked delivery after resume_from, in order
     } catch (err) {
       this.unavailable(toReachError(err));

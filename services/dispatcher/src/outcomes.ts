@@ -1,7 +1,7 @@
 import { ReachError, type Logger } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type Envelope, type EnvelopeJson, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
-import { statusRecord } from '@reach/service-kit';
+import { receiptRecord, statusRecord } from '@reach/service-kit';
 import { envelopeFromMessageJson, headOf, parseHead, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Outbox } from './outbox.js';
@@ -92,7 +92,10 @@ export class Outcomes {
     const envelope = envelopeFromMessageJson(head.message);
     const reason = r.reason ?? 'rejected by the agent';
     const detail = { agent_code: r.code ?? null, agent_reason: r.reason ?? null, retryable: r.retryable ?? null };
-    this.d.outbox.post([this.status('REJECTED', agent, envelope, head, { code: 3003, reason, detail })], 'REJECTED status', {
+    // The producer learns of the refusal by a failure receipt (docs/pipeline.md).
+    const receipt = receiptRecord(this.d.codec, envelope, { state: 'REJECTED', code: 3003, reason: `${agent}: ${reason}` });
+    const records = [this.status('REJECTED', agent, envelope, head, { code: 3003, reason, detail }), ...(receipt ? [receipt] : [])];
+    this.d.outbox.post(records, 'REJECTED status', {
       trace_id: envelope.trace_id,
       message_id: messageId,
     });

@@ -20,6 +20,8 @@ export interface TestStack {
   registryUrl: string;
   dispatcherUrl: string;
   ingressUrl: string;
+  /** A router's admin view (GET /v1/view/agents/{id}), to wait until routing can see an agent. */
+  routerUrl: string;
   /** The stack's admin token (also accepted for registration). */
   adminToken: string | undefined;
 }
@@ -51,6 +53,7 @@ export function localStack(env: NodeJS.ProcessEnv = process.env): TestStack {
     registryUrl: `http://${host}:${port('REACH_REGISTRY_PORT', 7411)}`,
     dispatcherUrl: `ws://${host}:${port('REACH_DISPATCHER_PORT', 7412)}/v1/connect`,
     ingressUrl: `http://${host}:${port('REACH_INGRESS_PORT', 7410)}`,
+    routerUrl: `http://${host}:${port('REACH_ROUTER_PORT', 7415)}`,
     adminToken: findAdminToken(env),
   };
 }
@@ -110,6 +113,7 @@ export async function startTestAgent(options: TestAgentOptions = {}): Promise<Te
   for (const [topic, h] of Object.entries(options.subscriptions ?? {})) node.subscribe(topic, recording(h));
   if (options.direct) node.onDirect(recording(options.direct));
   await node.start();
+  await waitUntilRoutable(node.agentId!, stack);
   const agent: TestAgent = {
     node,
     agentId: node.agentId!,
@@ -121,6 +125,28 @@ export async function startTestAgent(options: TestAgentOptions = {}): Promise<Te
   };
   started.add(agent);
   return agent;
+}
+
+/**
+ * Routers route from views fed by Kafka (SPEC R-A6), a few milliseconds behind the registry and
+ * the dispatcher: a test that sends right after start() could race them and see 2001. Waits
+ * until the router's view has the agent ONLINE and connected (needs the admin token; without
+ * it, returns at once).
+ */
+export async function waitUntilRoutable(agentId: string, stack: TestStack = localStack(), timeoutMs = 10_000): Promise<void> {
+  if (!stack.adminToken) return;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await fetch(`${stack.routerUrl}/v1/view/agents/${encodeURIComponent(agentId)}`, {
+      headers: { authorization: `Bearer ${stack.adminToken}` },
+    }).catch(() => undefined);
+    if (res?.ok) {
+      const view = (await res.json()) as { status?: string; presence?: { connected?: boolean } | null };
+      if (view.status === 'ONLINE' && view.presence?.connected) return;
+    }
+    if (Date.now() > deadline) throw new Error(`agent ${agentId} is not routable after ${timeoutMs} ms (router view: ${res?.status ?? 'unreachable'})`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
 
 /** Stops every agent startTestAgent() started and has not been stopped (use in afterEach/afterAll). */
