@@ -77,3 +77,4 @@ export async function runBench(o: BenchOptions, print: (text: string) => void): 
   }
   return results;
 }
+export { benchCommand } from './command.js';

@@ -6,6 +6,7 @@ import { down } from './commands/down.js';
 import { ps } from './commands/ps.js';
 import { setup } from './commands/setup.js';
 import { restart } from './commands/restart.js';
+import { benchCommand } from '@reach/bench';
 import { agents } from './commands/agents.js';
 import { send } from './commands/send.js';
 import { status } from './commands/status.js';
@@ -18,6 +19,8 @@ const USAGE = `reach — the Agent-Reach command line
   reach ps [--json]       processes of the local stack and their readiness (exit 0 when all ready)
   reach setup             the deploy step alone: migrations, topics, schema registration
   reach restart <name>    restart one component of the running stack from the current build
+  reach bench [--rate R --duration S --agents N --producers M --payload B --json]
+                          the pipeline under load next to a raw kafkajs loop (README: Benchmark)
   reach agents [--capability C] [--status S] [--domain D]
                           the registry's agents, their capabilities, load and QoS
   reach send (--capability C | --topic T | --agent ID) [--payload JSON] [--wait] [--wait-ms N]
@@ -30,6 +33,8 @@ Options: --json for machine-readable output. Configuration: REACH_* environment 
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  // the benchmark has options of its own
+  if (command === 'bench') return benchCommand(rest);
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
@@ -63,6 +68,7 @@ async function main(argv: string[]): Promise<number> {
       return setup();
     case 'restart':
       return restart(positionals[0]);
+
     case 'agents':
       return agents({ capability: values.capability, status: values.status, domain: values.domain, json: values.json });
     case 'send':
