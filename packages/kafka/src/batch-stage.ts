@@ -1,7 +1,7 @@
 import type { EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger } from '@reach/core';
 import { flattenHeaders, produceAll, type InRecord, type OutRecord } from './records.js';
-import { createStageConsumer, OffsetCommitter } from './group-consumer.js';
+import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter } from './group-consumer.js';
 
 /**
  * A consume loop for stages whose real output is a bulk write (the tracker folding status
@@ -24,7 +24,7 @@ export interface RunBatchStageOptions {
   maxBatch?: number;
   /** Read from the earliest offset when the group has no committed offset (default true). */
   fromBeginning?: boolean;
-  /** Partitions processed in parallel (default 1). */
+  /** Partitions processed in parallel (default DEFAULT_PARTITION_CONCURRENCY; order within a partition is kept). */
   partitionsConsumedConcurrently?: number;
   handleBatch: (records: readonly InRecord[]) => Promise<readonly OutRecord[]>;
   /** Called when kafkajs gives up on the consumer: the process should exit for a supervised restart. */
@@ -75,7 +75,7 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
   await consumer.run({
     autoCommit: false,
     eachBatchAutoResolve: false,
-    partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently ?? 1,
+    partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently ?? DEFAULT_PARTITION_CONCURRENCY,
     eachBatch,
   });
   log.info({ topics: opts.topics }, 'batch stage consuming');

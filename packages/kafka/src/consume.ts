@@ -1,7 +1,7 @@
 import type { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger, type ReachError } from '@reach/core';
 import { flattenHeaders, produceAll, type InRecord, type OutRecord } from './records.js';
-import { createStageConsumer, OffsetCommitter } from './group-consumer.js';
+import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter } from './group-consumer.js';
 
 /**
  * The consume loop every stage runs: decode → handle → produce outputs → commit.
@@ -29,7 +29,7 @@ export interface RunStageOptions {
   fromBeginning?: boolean;
   /** Records of one batch handled at once; outputs keep record order (default 1). */
   concurrency?: number;
-  /** Partitions processed in parallel (default 1). */
+  /** Partitions processed in parallel (default DEFAULT_PARTITION_CONCURRENCY; order within a partition is kept). */
   partitionsConsumedConcurrently?: number;
   /** Max records handled before their outputs are produced and offsets resolved (default 500). */
   chunkSize?: number;
@@ -131,7 +131,7 @@ export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
   await consumer.run({
     autoCommit: false,
     eachBatchAutoResolve: false,
-    partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently ?? 1,
+    partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently ?? DEFAULT_PARTITION_CONCURRENCY,
     eachBatch,
   });
   log.info({ topics: opts.topics }, 'stage consuming');

@@ -1,7 +1,7 @@
 import type { EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger, type ReachError } from '@reach/core';
 import { flattenHeaders, produceAll, type InRecord, type OutRecord } from './records.js';
-import { createStageConsumer, OffsetCommitter } from './group-consumer.js';
+import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter } from './group-consumer.js';
 
 /**
  * A delay queue on a Kafka topic: each record carries the time it is due ("not before"), and
@@ -163,7 +163,7 @@ export async function runDelayStage<T>(opts: DelayStageOptions<T>): Promise<Runn
   await consumer.run({
     autoCommit: false,
     eachBatchAutoResolve: false,
-    partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently ?? 1,
+    partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently ?? DEFAULT_PARTITION_CONCURRENCY,
     eachBatch,
   });
   log.info('delay stage consuming');

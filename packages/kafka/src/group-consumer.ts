@@ -2,6 +2,12 @@ import type { Consumer, Kafka } from 'kafkajs';
 import type { Logger } from '@reach/core';
 
 /**
+ * Partitions a loop handles at once. Order within a partition is always kept; handling several
+ * at a time lets their outputs share one produce request (see produceAll).
+ */
+export const DEFAULT_PARTITION_CONCURRENCY = 8;
+
+/**
  * What every consume loop of Agent-Reach shares: the consumer-group settings, the crash policy
  * (a consumer kafkajs will not restart makes the process exit for a supervised restart instead
  * of living on with a dead consumer), and offset commits.

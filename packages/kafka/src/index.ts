@@ -5,3 +5,4 @@ export * from './consume.js';
 export * from './table.js';
 export * from './batch-stage.js';
 export * from './delay.js';
+export * from './group-consumer.js';
