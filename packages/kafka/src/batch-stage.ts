@@ -1,6 +1,6 @@
 import type { EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger } from '@reach/core';
-import { flattenHeaders, produceAll, type InRecord, type OutRecord } from './records.js';
+import { produceAll, toInRecord, type InRecord, type OutRecord } from './records.js';
 import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter } from './group-consumer.js';
 
 /**
@@ -45,15 +45,7 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
     const msgs = batch.messages;
     for (let start = 0; start < msgs.length; start += maxBatch) {
       if (!isRunning() || isStale()) return;
-      const records: InRecord[] = msgs.slice(start, start + maxBatch).map((m) => ({
-        topic: batch.topic,
-        partition: batch.partition,
-        offset: m.offset,
-        timestamp: m.timestamp,
-        key: m.key,
-        value: m.value,
-        headers: flattenHeaders(m.headers),
-      }));
+      const records: InRecord[] = msgs.slice(start, start + maxBatch).map((m) => toInRecord(batch.topic, batch.partition, m));
       let out: readonly OutRecord[];
       try {
         out = await opts.handleBatch(records);

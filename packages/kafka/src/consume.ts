@@ -1,6 +1,6 @@
 import type { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger, type ReachError } from '@reach/core';
-import { flattenHeaders, produceAll, type InRecord, type OutRecord } from './records.js';
+import { produceAll, toInRecord, type InRecord, type OutRecord } from './records.js';
 import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter } from './group-consumer.js';
 
 /**
@@ -97,15 +97,7 @@ export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
     const msgs = batch.messages;
     for (let start = 0; start < msgs.length; start += chunkSize) {
       if (!isRunning() || isStale()) return;
-      const records: InRecord[] = msgs.slice(start, start + chunkSize).map((m) => ({
-        topic: batch.topic,
-        partition: batch.partition,
-        offset: m.offset,
-        timestamp: m.timestamp,
-        key: m.key,
-        value: m.value,
-        headers: flattenHeaders(m.headers),
-      }));
+      const records: InRecord[] = msgs.slice(start, start + chunkSize).map((m) => toInRecord(batch.topic, batch.partition, m));
       const outcomes = await mapOrdered(records, concurrency, handleOne);
       const firstRetry = outcomes.findIndex((o) => o.kind === 'retry');
       const done = firstRetry === -1 ? outcomes.length : firstRetry;

@@ -1,6 +1,6 @@
 import type { EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger, type ReachError } from '@reach/core';
-import { flattenHeaders, produceAll, type InRecord, type OutRecord } from './records.js';
+import { produceAll, toInRecord, type InRecord, type OutRecord } from './records.js';
 import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter } from './group-consumer.js';
 
 /**
@@ -107,15 +107,7 @@ export async function runDelayStage<T>(opts: DelayStageOptions<T>): Promise<Runn
     };
     for (const m of batch.messages) {
       if (!isRunning() || isStale()) break;
-      const record: InRecord = {
-        topic: batch.topic,
-        partition,
-        offset: m.offset,
-        timestamp: m.timestamp,
-        key: m.key,
-        value: m.value,
-        headers: flattenHeaders(m.headers),
-      };
+      const record: InRecord = toInRecord(batch.topic, partition, m);
       const started = performance.now();
       const decoded = await step(record, () => opts.decode(record));
       if (decoded.kind === 'retry') {

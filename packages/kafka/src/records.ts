@@ -1,4 +1,4 @@
-import type { IHeaders, Producer } from 'kafkajs';
+import type { IHeaders, KafkaMessage, Producer } from 'kafkajs';
 
 /** A record as stages see it: headers flattened to strings, offsets as strings (int64). */
 export interface InRecord {
@@ -17,6 +17,11 @@ export interface OutRecord {
   readonly key: string | Buffer | null;
   readonly value: Buffer | null;
   readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** A fetched kafkajs message as the InRecord stages see. */
+export function toInRecord(topic: string, partition: number, m: KafkaMessage): InRecord {
+  return { topic, partition, offset: m.offset, timestamp: m.timestamp, key: m.key, value: m.value, headers: flattenHeaders(m.headers) };
 }
 
 export function flattenHeaders(headers: IHeaders | undefined): Record<string, string> {
