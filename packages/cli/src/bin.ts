@@ -11,6 +11,7 @@ import { agents } from './commands/agents.js';
 import { send } from './commands/send.js';
 import { status } from './commands/status.js';
 import { trace } from './commands/trace.js';
+import { dlqCommand, DLQ_USAGE } from './commands/dlq.js';
 
 const USAGE = `reach — the Agent-Reach command line
 
@@ -28,6 +29,7 @@ const USAGE = `reach — the Agent-Reach command line
                           submit a message (admin token); --wait waits for the handler's result
   reach status <message_id>             a message's state and timeline
   reach trace <trace_id|message_id>     every message and event of a trace
+${DLQ_USAGE}
 
 Options: --json for machine-readable output. Configuration: REACH_* environment variables (README).`;
 
@@ -35,6 +37,7 @@ async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   // the benchmark has options of its own
   if (command === 'bench') return benchCommand(rest);
+  if (command === 'dlq') return dlqCommand(rest);
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,

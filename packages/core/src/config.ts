@@ -8,6 +8,8 @@
  * Loaders take an env map: nothing reads `process.env` deep inside.
  */
 
+import { parseBudgetPolicyJson, parseRetryPolicyJson } from './policies.js';
+
 type Kind = 'string' | 'int' | 'number' | 'bool' | 'list' | 'url' | 'enum' | 'secret';
 
 interface OptionBase<T> {
@@ -136,6 +138,24 @@ function oneOf<const T extends string>(env: string, values: readonly T[], def: T
   };
 }
 
+/** A JSON option checked at load by `check` (which throws naming the field); the raw text is kept. */
+function json(env: string, def: string, description: string, check: (raw: string) => unknown): Option<string> {
+  return {
+    env,
+    kind: 'string',
+    default: def,
+    description,
+    parse: (raw) => {
+      try {
+        check(raw);
+      } catch (err) {
+        fail(env, raw, (err as Error).message);
+      }
+      return raw;
+    },
+  };
+}
+
 const port = (env: string, def: number, what: string): Option<number> =>
   int(env, def, `TCP port of ${what} (HTTP API, /healthz, /readyz, /metrics).`, { min: 0, max: 65535 });
 
@@ -220,6 +240,35 @@ export const OPTIONS = {
   }),
   saturationRetryMs: int('REACH_SATURATION_RETRY_MS', 250, 'How long a message held for saturation waits before it is routed again.', { min: 10, max: 60000 }),
   stickyTtlS: int('REACH_STICKY_TTL_S', 1800, 'How long a session stays bound to its agent without traffic (SPEC R-B6).', { min: 1 }),
+  // ── circuit breakers and auto-eject (SPEC R-D8, R-D13; @reach/circuits) ─────────────────
+  circuitErrorRate: num('REACH_CIRCUIT_ERROR_RATE', 0.5, "A target agent's circuit opens when its failure rate over the window is above this (SPEC R-D8).", {
+    min: 0,
+    max: 1,
+  }),
+  circuitWindowMs: int('REACH_CIRCUIT_WINDOW_MS', 60000, 'Rolling window of the circuit failure rate (SPEC R-D8).', { min: 60 }),
+  circuitMinVolume: int('REACH_CIRCUIT_MIN_VOLUME', 10, 'Fewer outcomes than this in the window never open a circuit.', { min: 1 }),
+  circuitOpenMs: int('REACH_CIRCUIT_OPEN_MS', 120000, 'How long an opened circuit stays OPEN before one half-open probe is let through (SPEC R-D8).', {
+    min: 100,
+  }),
+  circuitProbeTimeoutMs: int('REACH_CIRCUIT_PROBE_TIMEOUT_MS', 30000, 'A half-open probe without an outcome after this long may be sent again by any router.', {
+    min: 100,
+  }),
+  circuitRefreshMs: int('REACH_CIRCUIT_REFRESH_MS', 500, 'How often a router refreshes its local map of open circuits from Redis (at most 1 s).', {
+    min: 50,
+    max: 1000,
+  }),
+  ejectSuccessRate: num(
+    'REACH_EJECT_SUCCESS_RATE',
+    0.5,
+    'An agent whose success rate over the eject window is below this is ejected from candidacy (SPEC R-D13).',
+    {
+      min: 0,
+      max: 1,
+    },
+  ),
+  ejectWindowMs: int('REACH_EJECT_WINDOW_MS', 300000, 'The "recent" window of auto-eject (SPEC R-D13: 5 min).', { min: 300 }),
+  ejectMinVolume: int('REACH_EJECT_MIN_VOLUME', 20, 'Fewer outcomes than this in the eject window never eject an agent.', { min: 1 }),
+  ejectProbes: int('REACH_EJECT_PROBES', 3, 'Successful half-open probes in a row that re-admit an ejected agent.', { min: 1, max: 100 }),
   // ── delivery ─────────────────────────────────────────────────────────────────────────────
   ackTimeoutMs: int(
     'REACH_ACK_TIMEOUT_MS',
@@ -227,6 +276,43 @@ export const OPTIONS = {
     'How long a delivery waits for its ack before the attempt fails (the dispatch part of the budget, SPEC R-D2).',
     { min: 100 },
   ),
+  // ── retries and time budgets (SPEC R-D2, R-D3) ──────────────────────────────────────────
+  retryBaseMs: int('REACH_RETRY_BASE_MS', 200, 'Backoff base: retry n waits min(base·2^n, max)·(0.8…1.2) (SPEC R-D3).', { min: 1, max: 3_600_000 }),
+  retryMaxMs: int('REACH_RETRY_MAX_MS', 4000, 'Largest backoff before jitter (SPEC R-D3).', { min: 1, max: 3_600_000 }),
+  maxRetries: int('REACH_MAX_RETRIES', 3, 'Retries after the first attempt: a message is attempted at most 1 + this many times (SPEC R-D3).', {
+    min: 0,
+    max: 100,
+  }),
+  retryPolicy: json(
+    'REACH_RETRY_POLICY',
+    '{}',
+    'Per message_type retry overrides, JSON: {"task_request":{"max_retries":5,"base_ms":500,"max_ms":8000}}.',
+    parseRetryPolicyJson,
+  ),
+  budgetMs: int('REACH_BUDGET_MS', 45000, 'End-to-end time budget of a message: ingest + route + dispatch + retries (SPEC R-D2); past it → DEAD 3005.', {
+    min: 100,
+  }),
+  budgetIngestMs: int('REACH_BUDGET_INGEST_MS', 1000, 'The ingest part of the budget (SPEC R-D2).', { min: 0 }),
+  budgetRouteMs: int('REACH_BUDGET_ROUTE_MS', 2000, 'The routing part of the budget (SPEC R-D2).', { min: 0 }),
+  budgetDispatchMs: int('REACH_BUDGET_DISPATCH_MS', 10000, 'The dispatch part of the budget (SPEC R-D2).', { min: 0 }),
+  budgetRetriesMs: int('REACH_BUDGET_RETRIES_MS', 32000, 'The retries part of the budget (SPEC R-D2).', { min: 0 }),
+  budgetPolicy: json(
+    'REACH_BUDGET_POLICY',
+    '{"task_request":30000,"health_check":5000}',
+    'Per message_type end-to-end budgets in ms, JSON; other types use REACH_BUDGET_MS (SPEC R-D2).',
+    parseBudgetPolicyJson,
+  ),
+  deadlineSweepMs: int('REACH_DEADLINE_SWEEP_MS', 100, 'How often each dispatcher looks for deliveries past their ack deadline (3002).', {
+    min: 10,
+    max: 10000,
+  }),
+  stuckSweepMs: int('REACH_STUCK_SWEEP_MS', 5000, 'How often the retry-scheduler declares DEAD (3005) messages stuck past their budget.', {
+    min: 100,
+    max: 600000,
+  }),
+  stuckGraceMs: int('REACH_STUCK_GRACE_MS', 2000, 'How long past its budget a non-terminal message may stay before the stuck sweep ends it.', {
+    min: 0,
+  }),
   replayTtlS: int('REACH_REPLAY_TTL_S', 1800, 'How long un-acked deliveries stay replayable for a reconnecting agent (SPEC R-C6, ≥ 15 min).', { min: 900 }),
   wsPingIntervalMs: int('REACH_WS_PING_INTERVAL_MS', 15000, 'Application ping interval on agent WebSockets (SPEC R-C3).', { min: 100 }),
   wsIdleTimeoutMs: int('REACH_WS_IDLE_TIMEOUT_MS', 30000, 'A WebSocket silent this long is closed with 4008 (SPEC R-C3).', { min: 200 }),
@@ -250,6 +336,13 @@ export const OPTIONS = {
   maxWaitMs: int('REACH_MAX_WAIT_MS', 60000, 'Largest ?wait_ms a sender may ask for on POST /v1/messages.', { min: 0 }),
   // ── tracker ──────────────────────────────────────────────────────────────────────────────
   trackerBatchSize: int('REACH_TRACKER_BATCH_SIZE', 1000, 'Status events written to PostgreSQL per batch.', { min: 1, max: 20000 }),
+  // ── dead-letter ──────────────────────────────────────────────────────────────────────────
+  dlqStaleAfterS: int(
+    'REACH_DLQ_STALE_AFTER_S',
+    86400,
+    'A dead letter PARKED longer than this with no consumer becomes DEAD and raises an alert (SPEC R-D11, 24 h).',
+    { min: 1 },
+  ),
   // ── ports ────────────────────────────────────────────────────────────────────────────────
   ingressPort: port('REACH_INGRESS_PORT', 7410, 'the ingress service'),
   registryPort: port('REACH_REGISTRY_PORT', 7411, 'the registry service'),

@@ -3,3 +3,4 @@ export * from './config.js';
 export * from './ids.js';
 export * from './logger.js';
 export * from './token.js';
+export * from './policies.js';

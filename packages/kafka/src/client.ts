@@ -57,10 +57,9 @@ export function createKafka(opts: KafkaClientOptions): Kafka {
 
 /**
  * A long-lived producer: acks=-1 on every send (set per call by produceAll), idempotent with one
- * request in flight so retries cannot reorder or duplicate within a session. Retries are
- * unbounded (kafkajs warns that bounded retries weaken idempotence): during a broker outage a
- * consume loop simply waits instead of failing records; request paths put their own timeout
- * on a send. A send that times out is "maybe written": idempotency keys absorb the duplicate.
+ * request in flight so retries cannot reorder or duplicate within a session. A send that fails
+ * (after ~1 minute of retries) or times out is "maybe written": the stage retries its records
+ * and idempotency keys absorb the duplicate downstream.
  * The default partitioner is murmur2, the same as the Java client, so keys land on the same
  * partitions whoever produces them.
  */
@@ -69,7 +68,10 @@ export async function createProducer(kafka: Kafka): Promise<Producer> {
     idempotent: true,
     maxInFlightRequests: 1,
     allowAutoTopicCreation: false,
-    retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 100, maxRetryTime: 3000 },
+    // ~1 minute of retries, then the send fails and its stage retries the records. Unbounded
+    // retries (kafkajs's advice for idempotence) wedged a producer for good once its sequence
+    // numbers were refused; produceAll resets the producer after a failure instead.
+    retry: { retries: 20, initialRetryTime: 100, maxRetryTime: 3000 },
     createPartitioner: Partitioners.DefaultPartitioner,
   });
   await producer.connect();

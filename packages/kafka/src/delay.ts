@@ -62,7 +62,9 @@ export async function runDelayStage<T>(opts: DelayStageOptions<T>): Promise<Runn
   const timers = new Map<number, { timer: NodeJS.Timeout; until: number }>();
   let stopped = false;
 
-  const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal);
+  // A resumed partition is only fetched once the fetch in flight returns: keep that wait short
+  // so a due record goes out within a few milliseconds of its time (SPEC R-D3 timing).
+  const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal, 10);
   const committer = new OffsetCommitter(consumer, log);
 
   const resumeAt = (partition: number, until: number): void => {

@@ -12,13 +12,13 @@ export const DEFAULT_PARTITION_CONCURRENCY = 8;
  * (a consumer kafkajs will not restart makes the process exit for a supervised restart instead
  * of living on with a dead consumer), and offset commits.
  */
-export function createStageConsumer(kafka: Kafka, groupId: string, log: Logger, onFatal: (error: Error) => void): Consumer {
+export function createStageConsumer(kafka: Kafka, groupId: string, log: Logger, onFatal: (error: Error) => void, maxWaitTimeInMs = 100): Consumer {
   const consumer = kafka.consumer({
     groupId,
     allowAutoTopicCreation: false,
     sessionTimeout: 30_000,
     heartbeatInterval: 3_000,
-    maxWaitTimeInMs: 100,
+    maxWaitTimeInMs,
     retry: { retries: 10, initialRetryTime: 300, maxRetryTime: 10_000 },
   });
   consumer.on(consumer.events.CRASH, (event) => {

@@ -38,12 +38,50 @@ export function flattenHeaders(headers: IHeaders | undefined): Record<string, st
 type Waiter = { records: readonly OutRecord[]; resolve: () => void; reject: (err: unknown) => void };
 
 /**
- * Coalesces concurrent produce calls on one producer into one request. Partitions are handled
- * concurrently and every stage produces what a chunk of records yields; sent one by one, those
- * small requests queue behind each other on the idempotent producer (one request in flight),
- * which is what made each hop cost tens of milliseconds. Calls made while a request is in
- * flight (or within the same tick) go out together in the next one; each caller's promise
- * settles with the request that carried its records.
+ * Largest request the coalescer sends. Kafka refuses a record batch over the broker's
+ * message.max.bytes (2 MiB in deploy/local, 1 MiB by default): coalescing many large records
+ * (retries carry whole envelopes of up to 256 KiB) into one request once produced exactly that
+ * refusal, so requests are cut at this size.
+ */
+export const MAX_REQUEST_BYTES = 768 * 1024;
+
+function recordBytes(r: OutRecord): number {
+  let n = 64 + (r.value?.length ?? 0) + (r.key === null ? 0 : typeof r.key === 'string' ? Buffer.byteLength(r.key) : r.key.length);
+  for (const [k, v] of Object.entries(r.headers ?? {})) n += k.length + v.length + 8;
+  return n;
+}
+
+/** Splits records into requests of at most MAX_REQUEST_BYTES (a larger record goes alone). */
+export function splitBySize(records: readonly OutRecord[], maxBytes: number = MAX_REQUEST_BYTES): OutRecord[][] {
+  const out: OutRecord[][] = [];
+  let current: OutRecord[] = [];
+  let size = 0;
+  for (const r of records) {
+    const n = recordBytes(r);
+    if (current.length > 0 && size + n > maxBytes) {
+      out.push(current);
+      current = [];
+      size = 0;
+    }
+    current.push(r);
+    size += n;
+  }
+  if (current.length > 0) out.push(current);
+  return out;
+}
+
+/**
+ * Coalesces concurrent produce calls on one producer into as few requests as possible.
+ * Partitions are handled concurrently and every stage produces what a chunk of records
+ * yields; sent one by one, those small requests queue behind each other on the idempotent
+ * producer (one request in flight), which made each hop cost tens of milliseconds. Calls made
+ * while a request is in flight (or within the same tick) go out together next; each caller's
+ * promise settles with the request(s) that carried its records.
+ *
+ * A failed request fails its callers (their stage retries the records) and resets the
+ * producer: kafkajs's idempotent producer can be left with sequence numbers the broker no
+ * longer accepts (OUT_OF_ORDER_SEQUENCE_NUMBER on every later send), and reconnecting gets a
+ * fresh producer id.
  */
 class ProduceCoalescer {
   private waiting: Waiter[] = [];
@@ -66,16 +104,23 @@ class ProduceCoalescer {
       const batch = this.waiting;
       this.waiting = [];
       try {
-        await sendGrouped(
-          this.producer,
-          batch.flatMap((w) => w.records),
-        );
+        for (const request of splitBySize(batch.flatMap((w) => w.records))) await sendGrouped(this.producer, request);
         for (const w of batch) w.resolve();
       } catch (err) {
         for (const w of batch) w.reject(err);
+        await this.reset();
       }
     }
     this.running = false;
+  }
+
+  private async reset(): Promise<void> {
+    try {
+      await this.producer.disconnect();
+      await this.producer.connect();
+    } catch {
+      // the broker is away: kafkajs reconnects on the next send
+    }
   }
 }
 

@@ -9,6 +9,11 @@ import type { AgentIndex } from './agent-index.js';
  */
 export interface FilterHooks {
   circuitOpen?(agentId: string): boolean;
+  /**
+   * An agent whose half-open circuit probe this decision holds (@reach/circuits): when it is a
+   * candidate it gets the message, unless the sender's preference or the session decided.
+   */
+  readonly circuitProbe?: string;
   domainAllowed?(producer: string, agent: AgentRecord): boolean;
 }
 

@@ -8,3 +8,4 @@ export * from './trace.js';
 export * from './route.js';
 export * from './fanout.js';
 export * from './retry.js';
+export * from './retry-policy.js';

@@ -216,6 +216,13 @@ async function routeToCapability(envelope: Envelope, capability: string, hints: 
     }
   }
 
+  // A claimed half-open probe (SPEC R-D8) must reach its agent, or the circuit never closes.
+  const probe = deps.hooks?.circuitProbe;
+  if (!chosen && probe !== undefined) {
+    const p = inPool(probe);
+    if (p) [chosen, strategy] = [p.agent, 'circuit_probe'];
+  }
+
   if (!chosen) ({ agent: chosen, strategy } = best(pool, cfg, deps.rng));
 
   // Bind (or refresh) the session to the agent that got it; a failure only costs stickiness.

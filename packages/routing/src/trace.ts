@@ -24,7 +24,9 @@ export type Strategy =
   /** topic fan-out to every subscriber (SPEC R-B8) */
   | 'broadcast'
   /** a retried copy of a fan-out, back to its own subscriber */
-  | 'fanout_copy';
+  | 'fanout_copy'
+  /** the one half-open probe of an agent's circuit breaker (SPEC R-D8) */
+  | 'circuit_probe';
 
 export interface TraceCandidate {
   agent_id: string;

@@ -121,6 +121,8 @@ export interface SendFields {
   tags?: string[];
   retryable?: boolean;
   timeout_ms?: number;
+  /** Defaults to now; RFC 3339 or epoch milliseconds. */
+  created_at?: string | number;
   expire_at?: string | number;
   schema_version?: number;
   content_type?: string;

@@ -1,12 +1,71 @@
-import { runService } from '@reach/service-kit';
+import { acceptsNewWork } from '@reach/agents';
+import type { AgentRecord, Presence } from '@reach/envelope';
+import { startTableView, TOPICS, valueSubject } from '@reach/kafka';
+import { newerAgentRecord, newerPresence } from '@reach/routing';
+import { runService, type ServiceContext } from '@reach/service-kit';
+import { registerAdminApi } from './admin-api.js';
+import { DeadLetterIngest } from './ingest.js';
+import { DeadLetterMetrics } from './metrics.js';
+import { Redriver } from './redriver.js';
+import { Replayer } from './replayer.js';
+import { DeadLetterStore } from './store.js';
+import { Sweeper } from './sweeper.js';
 
-// dead-letter: the DLQ store, sweeps, redrive and the replay/purge admin API (DESIGN §1).
-// Foundation stage: the service starts, connects to Kafka and the schema registry, serves
-// /healthz, /readyz and /metrics, and stops cleanly. Its pipeline stage lands with issue #3/#4.
+// dead-letter: the DLQ store, the stale sweep, redrive on a new capability and the
+// replay/purge admin API (DESIGN §1, §3; SPEC R-D11, R-B10). The only writer of dead_letters.
+const OPTIONS = ['adminToken', 'tokenSecret', 'dlqStaleAfterS'] as const;
+type Key = (typeof OPTIONS)[number];
+
+const AGENTS_SUBJECT = valueSubject(TOPICS.agents.name);
+const PRESENCE_SUBJECT = valueSubject(TOPICS.presence.name);
+
+async function start(ctx: ServiceContext<Key>): Promise<void> {
+  const { config } = ctx;
+  if (!config.adminToken) ctx.log.warn('REACH_ADMIN_TOKEN is not set: the admin API refuses every request and nothing can be replayed');
+  const metrics = new DeadLetterMetrics(ctx.metrics);
+  const store = new DeadLetterStore(ctx.pg);
+  const replayer = new Replayer(store, ctx.producer, config.adminToken, metrics, ctx.log);
+  registerAdminApi({ http: ctx.http, store, replayer, metrics, adminToken: config.adminToken, tokenSecret: config.tokenSecret, log: ctx.log });
+
+  const ingest = new DeadLetterIngest(ctx.codec, store, metrics, ctx.log, ctx.service);
+  await ctx.batchStage({ topics: [TOPICS.dlq.name], maxBatch: 500, handleBatch: (records) => ingest.handle(records) });
+
+  const redriver = new Redriver(store, replayer, metrics, ctx.log);
+  // The same views the routers route from: a parked message is redriven once an agent that
+  // can take it is ONLINE and connected (or has an HTTP endpoint).
+  const agents = await startTableView<AgentRecord>({
+    kafka: ctx.kafka,
+    topic: TOPICS.agents.name,
+    logger: ctx.log,
+    groupPrefix: `reach-${ctx.service}-agents`,
+    decode: (value) => ctx.codec.decode<AgentRecord>(AGENTS_SUBJECT, value),
+    accept: newerAgentRecord,
+    onChange: (key, value) => redriver.onAgentChange(key, value !== null && acceptsNewWork(value)),
+  });
+  ctx.onShutdown(() => agents.stop());
+  const presence = await startTableView<Presence>({
+    kafka: ctx.kafka,
+    topic: TOPICS.presence.name,
+    logger: ctx.log,
+    groupPrefix: `reach-${ctx.service}-presence`,
+    decode: (value) => ctx.codec.decode<Presence>(PRESENCE_SUBJECT, value),
+    accept: newerPresence,
+    onChange: (key, value) => redriver.onAgentChange(key, value?.connected === true),
+  });
+  ctx.onShutdown(() => presence.stop());
+  ctx.addReadinessCheck('agents-view', () => agents.caughtUp && presence.caughtUp);
+  ctx.onShutdown(() => redriver.stop());
+  void Promise.all([agents.ready(), presence.ready()]).then(() => redriver.start({ agents, presence }));
+
+  const sweeper = new Sweeper(store, config.dlqStaleAfterS, metrics, ctx.log);
+  sweeper.start();
+  ctx.onShutdown(() => sweeper.stop());
+}
+
 await runService({
   name: 'dead-letter',
   port: 'deadLetterPort',
-  options: [],
+  options: OPTIONS,
   postgres: true,
-  start: async () => undefined,
+  start,
 });

@@ -10,9 +10,17 @@ import { dispatcherMetrics } from './metrics.js';
 import { Outbox } from './outbox.js';
 import { Outcomes } from './outcomes.js';
 import { routedBatchHandler } from './routed-consumer.js';
+import { DeadlineClaims } from './deadlines.js';
+import { DeadlineSweeper } from './deadline-sweeper.js';
+import { Failures } from './failures.js';
+import { budgetPolicyOf, retryPolicyOf } from '@reach/routing';
 import { ReplayBuffer } from './replay-buffer.js';
+import { CircuitRecorder } from './circuit-recorder.js';
+import { CIRCUIT_OPTIONS, CircuitBreakers, circuitPolicy } from '@reach/circuits';
+import { createRedis } from '@reach/store';
 
 export const DISPATCHER_OPTIONS = [
+  ...CIRCUIT_OPTIONS,
   'tokenSecret',
   'replayTtlS',
   'wsPingIntervalMs',
@@ -22,6 +30,13 @@ export const DISPATCHER_OPTIONS = [
   'wsMaxBufferedBytes',
   'httpPushTimeoutMs',
   'httpPushIdleMs',
+  'retryBaseMs',
+  'retryMaxMs',
+  'maxRetries',
+  'retryPolicy',
+  'budgetMs',
+  'budgetPolicy',
+  'deadlineSweepMs',
 ] as const;
 
 type Ctx = ServiceContext<(typeof DISPATCHER_OPTIONS)[number]>;
@@ -34,6 +49,8 @@ const PUSH_REPLY_TOKEN_TTL_S = 300;
 /** Records per handler call and partitions handled at once by the routed consumer. */
 const MAX_BATCH = 500;
 const PARTITIONS_AT_ONCE = 3;
+/** How long a claimed ack deadline is this instance's before another may claim it again. */
+const DEADLINE_CLAIM_LEASE_MS = 30_000;
 
 /**
  * Wires the dispatcher: the agents view (HTTP endpoints), the replay buffer, pub/sub between
@@ -50,7 +67,30 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
   const redis = ctx.redis.duplicate({ enableAutoPipelining: true });
   redis.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'redis connection error'));
   const buffer = new ReplayBuffer(redis, config.replayTtlS);
+  // Outcomes feed the shared circuit breakers on a client that fails fast: breaker accounting
+  // must never hold up an ack.
+  const circuitRedis = createRedis(config.redisUrl, log, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeoutMs: 1_000,
+    connectionName: 'reach-dispatcher-circuits',
+  });
+  ctx.onShutdown(() => circuitRedis.disconnect());
+  const circuits = new CircuitRecorder(new CircuitBreakers(circuitRedis, circuitPolicy(config)), log);
+  const failures = new Failures({
+    circuits,
+    codec,
+    service: ctx.service,
+    instance: ctx.instanceId,
+    redis,
+    retry: retryPolicyOf(config),
+    budget: budgetPolicyOf(config),
+    metrics,
+    log,
+  });
   const outcomes = new Outcomes({
+    circuits,
+    failures,
     buffer,
     outbox,
     codec,
@@ -114,7 +154,20 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     onOutcome: (job, outcome) => recordPushOutcome(job, outcome, { outcomes, agents, tokenSecret, log }),
   });
 
+  // A claim not settled within this lease is claimed again (e.g. by another instance after a crash).
+  const sweeper = new DeadlineSweeper({
+    claims: new DeadlineClaims(redis, DEADLINE_CLAIM_LEASE_MS),
+    buffer,
+    failures,
+    producer: ctx.producer,
+    metrics,
+    log,
+    intervalMs: config.deadlineSweepMs,
+  });
+  sweeper.start();
+
   ctx.onShutdown(async () => {
+    await sweeper.stop();
     gateway.close();
     await pusher.close();
     await gateway.drain();

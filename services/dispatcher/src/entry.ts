@@ -34,6 +34,8 @@ export interface EntryHead {
   ctx_ttl_s: number;
   /** The envelope in JSON, without its payload. */
   message: EnvelopeJson;
+  /** End of the message's time budget (epoch ms), for the retry decision after a failure. */
+  budget_at?: number | null;
 }
 
 export interface DeliverFrame {
@@ -69,7 +71,7 @@ export function midPrefix(messageId: string): string {
 
 export function entryHead(h: EntryHead): string {
   // Key order matters: `mid` first (midPrefix).
-  return JSON.stringify({ mid: h.mid, parent: h.parent, attempt: h.attempt, ctx_ttl_s: h.ctx_ttl_s, message: h.message });
+  return JSON.stringify({ mid: h.mid, parent: h.parent, attempt: h.attempt, ctx_ttl_s: h.ctx_ttl_s, budget_at: h.budget_at ?? null, message: h.message });
 }
 
 /** Everything of the deliver frame after its seq. */
@@ -98,11 +100,19 @@ export function entryPartsOf(d: RoutedDelivery, replayTtlS: number, nowMs: numbe
       parent: d.parent_message_id,
       attempt: d.attempt,
       ctx_ttl_s: resultContextTtlS(meta, nowMs, replayTtlS),
+      budget_at: d.budget_deadline_at,
       message: meta,
     }),
     suffix: frameSuffix(d.attempt, d.deadline_at, message),
     envelope,
   };
+}
+
+/** The full envelope of an entry (payload included), read from its deliver frame. */
+export function envelopeOfEntry(entry: string): Envelope {
+  const frame = JSON.parse(frameOf(entry)) as DeliverFrame;
+  const producer = typeof frame.message.producer === 'string' ? frame.message.producer : '';
+  return envelopeFromJson(frame.message, { producer });
 }
 
 /** The deliver frame text of an entry. */
@@ -141,6 +151,7 @@ export function parseHead(head: string): EntryHead | undefined {
       parent: typeof h.parent === 'string' ? h.parent : null,
       attempt: Number(h.attempt ?? 0),
       ctx_ttl_s: Number(h.ctx_ttl_s ?? 0),
+      budget_at: typeof h.budget_at === 'number' ? h.budget_at : null,
       message: h.message,
     };
   } catch {

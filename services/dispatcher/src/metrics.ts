@@ -17,6 +17,10 @@ export interface DispatcherMetrics {
   slowDisconnects: Counter;
   failedSends: Counter;
   httpPushes: Counter<'outcome'>;
+  ackTimeouts: Counter;
+  lateAnswers: Counter<'kind'>;
+  retriesScheduled: Counter<'code'>;
+  deaths: Counter<'code'>;
 }
 
 export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
@@ -39,5 +43,11 @@ export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
     slowDisconnects: m.counter('slow_disconnects_total', 'Connections closed because their outbound buffer exceeded REACH_WS_MAX_BUFFERED_BYTES.'),
     failedSends: m.counter('failed_sends_total', 'Connections dropped because a send on them failed (SPEC R-C4).'),
     httpPushes: m.counter('http_pushes_total', 'HTTP pushes to agent endpoints, by outcome (ack, reject, failure, dropped).', ['outcome']),
+    ackTimeouts: m.counter('ack_timeouts_total', 'Deliveries whose ack deadline passed (3002): failed attempts.'),
+    lateAnswers: m.counter('late_answers_total', 'Acks and rejects for deliveries no longer pending (after their deadline, or repeated), ignored; by kind.', [
+      'kind',
+    ]),
+    retriesScheduled: m.counter('retries_scheduled_total', 'Failed attempts sent to reach.retry.v1, by failure code.', ['code']),
+    deaths: m.counter('dead_total', 'Messages declared DEAD after a failed attempt, by code (3004, 3005, 3006).', ['code']),
   };
 }

@@ -2,7 +2,9 @@ import { ReachError, type Logger } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type Envelope, type EnvelopeJson, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
 import { receiptRecord, statusRecord } from '@reach/service-kit';
-import { envelopeFromMessageJson, headOf, parseHead, type EntryHead } from './entry.js';
+import { envelopeFromMessageJson, envelopeOfEntry, headOf, parseHead, type EntryHead } from './entry.js';
+import type { Failures } from './failures.js';
+import type { CircuitRecorder } from './circuit-recorder.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Outbox } from './outbox.js';
 import type { ReplayBuffer } from './replay-buffer.js';
@@ -45,6 +47,9 @@ export interface OutcomesDeps {
   maxPayloadBytes: number;
   metrics: DispatcherMetrics;
   log: Logger;
+  /** Settles rejected attempts: a retry on another agent, or REJECTED/DEAD with DLQ and receipt. */
+  failures?: Failures;
+  circuits?: CircuitRecorder;
 }
 
 export type AnswerOutcome = 'done' | 'gone' | 'mismatch';
@@ -74,24 +79,42 @@ export class Outcomes {
   /** The agent acknowledged delivery `seq`: DELIVERED (its context stays for a result). */
   async ack(agent: string, seq: number, messageId: string): Promise<AnswerOutcome> {
     const taken = await this.d.buffer.take(agent, seq, messageId, true);
+    if (taken.kind === 'gone') this.late('ack', agent, seq, messageId);
     if (taken.kind !== 'taken') return taken.kind;
     const head = this.headOrLog(taken.head, agent, messageId, seq);
     if (!head) return 'done';
     const envelope = envelopeFromMessageJson(head.message);
     this.d.outbox.post([this.status('DELIVERED', agent, envelope, head)], 'DELIVERED status', { trace_id: envelope.trace_id, message_id: messageId });
     this.d.metrics.acks.inc();
+    this.d.circuits?.record(agent, true);
     return 'done';
   }
 
   /** The agent refused delivery `seq`: REJECTED with 3003 and its own code and reason. */
   async reject(agent: string, seq: number, messageId: string, r: RejectInput): Promise<AnswerOutcome> {
-    const taken = await this.d.buffer.take(agent, seq, messageId, false);
+    const failures = this.d.failures;
+    const taken = await this.d.buffer.take(agent, seq, messageId, false, failures !== undefined);
+    if (taken.kind === 'gone') this.late('reject', agent, seq, messageId);
     if (taken.kind !== 'taken') return taken.kind;
-    const head = this.headOrLog(taken.head, agent, messageId, seq);
+    const head = this.headOrLog(headOf(taken.head), agent, messageId, seq);
     if (!head) return 'done';
-    const envelope = envelopeFromMessageJson(head.message);
     const reason = r.reason ?? 'rejected by the agent';
     const detail = { agent_code: r.code ?? null, agent_reason: r.reason ?? null, retryable: r.retryable ?? null };
+    if (failures) {
+      // Only an explicit `retryable: true` asks for another attempt; a bare reject is final.
+      const { records } = await failures.records({
+        agent,
+        envelope: envelopeOfEntry(taken.head),
+        head,
+        code: 3003,
+        reason,
+        failureRetryable: r.retryable === true,
+        detail: { seq, ...detail },
+      });
+      this.d.outbox.post(records, 'reject outcome', { trace_id: head.message.trace_id, message_id: messageId });
+      return 'done';
+    }
+    const envelope = envelopeFromMessageJson(head.message);
     // The producer learns of the refusal by a failure receipt (docs/pipeline.md).
     const receipt = receiptRecord(this.d.codec, envelope, { state: 'REJECTED', code: 3003, reason: `${agent}: ${reason}` });
     const records = [this.status('REJECTED', agent, envelope, head, { code: 3003, reason, detail }), ...(receipt ? [receipt] : [])];
@@ -101,6 +124,12 @@ export class Outcomes {
     });
     this.d.metrics.rejects.inc();
     return 'done';
+  }
+
+  /** An answer for a delivery no longer pending: its deadline passed (retried elsewhere) or it was answered before. */
+  private late(kind: 'ack' | 'reject', agent: string, seq: number, messageId: string): void {
+    this.d.metrics.lateAnswers.inc({ kind });
+    this.d.log.debug({ agent_id: agent, seq, message_id: messageId }, `${kind} for a delivery no longer pending (past its deadline or answered); ignored`);
   }
 
   private headOrLog(text: string, agent: string, messageId: string, seq: number): EntryHead | undefined {

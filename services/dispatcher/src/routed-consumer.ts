@@ -69,7 +69,10 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     }
     if (accepted.length === 0) return dead;
 
-    const seqs = await d.buffer.appendMany(accepted.map((a) => ({ agent: a.delivery.agent_id, head: a.head, suffix: a.suffix })));
+    // Each delivery's ack deadline is registered with it; the deadline sweeper fails it if unanswered.
+    const seqs = await d.buffer.appendMany(
+      accepted.map((a) => ({ agent: a.delivery.agent_id, head: a.head, suffix: a.suffix, deadline: a.delivery.deadline_at })),
+    );
     const statuses = accepted.map((a, i) =>
       statusRecord(d.codec, {
         state: 'DELIVERING',

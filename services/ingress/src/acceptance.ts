@@ -22,6 +22,21 @@ export interface Submission {
   readonly via: Via;
   /** The W3C traceparent the producer sent, if any. */
   readonly traceparent?: string | undefined;
+  /**
+   * The attempt a dead-letter replay starts (the `reach-attempt` header): honoured only with
+   * the admin token, so a replay shows up as a new attempt of the same message in the read
+   * model. Anyone else's value is ignored (an agent cannot jump a message's attempts).
+   */
+  readonly attempt?: number | undefined;
+}
+
+/** The header of reach.ingress.v1 records that carries a replay's attempt (docs/pipeline.md). */
+export const ATTEMPT_HEADER = 'reach-attempt';
+
+/** A replay's attempt from its header: a positive integer, else 0 (a first attempt). */
+export function attemptFromHeader(raw: string | undefined): number {
+  const n = Number(raw ?? '0');
+  return Number.isInteger(n) && n > 0 && n < 1_000_000 ? n : 0;
 }
 
 export type Acceptance =
@@ -68,8 +83,11 @@ export class Acceptor {
 
   async accept(s: Submission, now: number = Date.now()): Promise<Acceptance> {
     const { envelope } = s;
+    let attempt = 0;
     try {
-      Authenticator.checkProducer(this.deps.auth.authenticate(s.token, now), envelope.producer);
+      const principal = this.deps.auth.authenticate(s.token, now);
+      Authenticator.checkProducer(principal, envelope.producer);
+      if (principal.admin) attempt = s.attempt ?? 0;
     } catch (err) {
       return this.reject(s, toReachError(err), now);
     }
@@ -80,7 +98,7 @@ export class Acceptor {
     // from JSON, say) must not leave its key taken by a message that never went anywhere.
     let pending: OutRecord;
     try {
-      pending = this.pendingRecord(s);
+      pending = this.pendingRecord(s, attempt);
     } catch (err) {
       const error = toReachError(err);
       if (error.retryable) throw error;
@@ -99,7 +117,7 @@ export class Acceptor {
     }
     const status = statusRecord(
       this.deps.codec,
-      { state: 'PENDING', envelope, service: this.deps.service, instance: this.deps.instance, detail: viaDetail(s.via) },
+      { state: 'PENDING', envelope, service: this.deps.service, instance: this.deps.instance, attempt, detail: viaDetail(s.via) },
       now,
     );
     return { outcome: 'accepted', envelope, records: [pending, status] };
@@ -113,15 +131,17 @@ export class Acceptor {
     return [deadLetterRecord(this.deps.codec, { service: this.deps.service, error, record: withoutToken(record), reason: 'INVALID' }, now)];
   }
 
-  private pendingRecord(s: Submission): OutRecord {
+  private pendingRecord(s: Submission, attempt: number): OutRecord {
     const env = s.envelope;
     const traceparent = traceparentFor(env.trace_id, s.traceparent);
+    const headers: Record<string, string> = traceparent ? { traceparent } : {};
+    if (attempt > 0) headers[ATTEMPT_HEADER] = String(attempt);
     return {
       topic: TOPICS.pending.name,
       key: env.session_id ?? env.message_id,
       // Re-encoded with this build's schema: downstream stages only ever see the current version.
       value: this.deps.codec.encode(PENDING_SUBJECT, env),
-      headers: traceparent ? { traceparent } : {},
+      headers,
     };
   }
 

@@ -2,7 +2,7 @@ import { toReachError, type OptionKey } from '@reach/core';
 import type { Envelope } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import type { ServiceContext } from '@reach/service-kit';
-import { TOKEN_HEADER, type Acceptor } from './acceptance.js';
+import { ATTEMPT_HEADER, attemptFromHeader, TOKEN_HEADER, type Acceptor } from './acceptance.js';
 import type { IngressMetrics } from './metrics.js';
 
 const INGRESS_SUBJECT = valueSubject(TOPICS.ingress.name);
@@ -37,6 +37,7 @@ export async function startKafkaIngress<K extends OptionKey>(ctx: ServiceContext
           token: record.headers[TOKEN_HEADER],
           via: { kind: 'kafka', record },
           traceparent: record.headers.traceparent,
+          attempt: attemptFromHeader(record.headers[ATTEMPT_HEADER]),
         });
         metrics.count('kafka', acceptance);
         return acceptance.outcome === 'duplicate' ? [] : acceptance.records;

@@ -1,16 +1,28 @@
 import type { RetryRequest } from '@reach/envelope';
 import { runDelayStage, TOPICS, valueSubject } from '@reach/kafka';
 import { deadLetterRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
-import { isHold } from '@reach/routing';
+import { budgetPolicyOf, isHold } from '@reach/routing';
 import { republish } from './republish.js';
+import { StuckSweeper } from './stuck-sweeper.js';
+
+const OPTIONS = ['budgetMs', 'budgetPolicy', 'stuckSweepMs', 'stuckGraceMs'] as const;
 
 const RETRY_SUBJECT = valueSubject(TOPICS.retry.name);
 
 // retry-scheduler: reach.retry.v1 → reach.pending.v1 when each request's not_before is due
 // (DESIGN §1). The delay lives on Kafka (paused partitions, committed offsets), so it survives
-// restarts. Backoff formulas and attempt budgets are computed upstream for now.
-async function start(ctx: ServiceContext<never>): Promise<void> {
-  const { codec, metrics } = ctx;
+// restarts. Backoff and attempt counts are decided by whoever saw the attempt fail (the
+// dispatcher); here a request due after its message's budget ends the message instead (3005/
+// 3006), and a sweep ends messages stuck non-terminal past their budget (SPEC R-D2).
+async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<void> {
+  const { codec, metrics, config } = ctx;
+  const budget = budgetPolicyOf(config);
+  // Not a spread of ctx: its getters of services it does not use (redis) throw.
+  const republishCtx = { codec, service: ctx.service, instanceId: ctx.instanceId, budget };
+  const expired = metrics.counter('dead_total', 'Messages declared DEAD here, by code (3005 budget, 3006 expired) and source (due, sweep).', [
+    'code',
+    'source',
+  ]);
   const republished = metrics.counter('republished_total', 'Retry requests re-published to reach.pending.v1, by kind (hold, retry).', ['kind']);
   const lateness = metrics.histogram(
     'republish_lateness_seconds',
@@ -32,10 +44,15 @@ async function start(ctx: ServiceContext<never>): Promise<void> {
     handle: (req, record) => {
       const now = Date.now();
       const kind = isHold(req) ? 'hold' : 'retry';
+      const out = republish(republishCtx, req, record, now);
+      if (out[0]?.topic !== TOPICS.pending.name) {
+        expired.inc({ code: String(req.envelope.expire_at !== null && now >= req.envelope.expire_at ? 3006 : 3005), source: 'due' });
+        return out;
+      }
       republished.inc({ kind });
       lateness.observe(Math.max(0, now - req.not_before) / 1000);
       forMessage(ctx.log, req.envelope).debug({ attempt: req.attempt, reason: req.reason, kind }, 're-published to reach.pending.v1');
-      return republish(ctx, req, record, now);
+      return out;
     },
     onPoison: (record, error) => [deadLetterRecord(codec, { service: ctx.service, error, record })],
     onFatal: (err) => {
@@ -50,11 +67,27 @@ async function start(ctx: ServiceContext<never>): Promise<void> {
     onPause: () => pauses.inc(),
   });
   ctx.onShutdown(() => stage.stop());
+
+  const sweeper = new StuckSweeper({
+    pg: ctx.pg,
+    codec,
+    producer: ctx.producer,
+    service: ctx.service,
+    instanceId: ctx.instanceId,
+    budget,
+    intervalMs: config.stuckSweepMs,
+    graceMs: config.stuckGraceMs,
+    log: ctx.log,
+    onDeclared: (code) => expired.inc({ code: String(code), source: 'sweep' }),
+  });
+  sweeper.start();
+  ctx.onShutdown(() => sweeper.stop());
 }
 
 await runService({
   name: 'retry-scheduler',
   port: 'retrySchedulerPort',
-  options: [],
+  options: OPTIONS,
+  postgres: true,
   start,
 });

@@ -1,7 +1,8 @@
 import type { RetryRequest, SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
-import { FANOUT_PARENT, isHold, republishAttempt, republishHeaders } from '@reach/routing';
-import { statusRecord } from '@reach/service-kit';
+import { ReachError } from '@reach/core';
+import { budgetDeadlineAt, FANOUT_PARENT, isHold, republishAttempt, republishHeaders, type BudgetPolicy } from '@reach/routing';
+import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
 
 const PENDING_SUBJECT = valueSubject(TOPICS.pending.name);
 
@@ -9,6 +10,47 @@ export interface RepublishContext {
   readonly codec: SchemaCodec;
   readonly service: string;
   readonly instanceId: string;
+  /** REACH_BUDGET_MS / REACH_BUDGET_POLICY: a request due after its message's budget is not re-published. */
+  readonly budget?: BudgetPolicy;
+}
+
+/**
+ * A request that comes due after its message's budget (or expire_at) ended is not routed
+ * again: the message is DEAD (3005 BUDGET_EXCEEDED, 3006 EXPIRED) with a DLQ entry and a
+ * failure receipt (SPEC R-D2). Undefined when the message is still within its budget.
+ */
+export function outOfBudget(ctx: RepublishContext, req: RetryRequest, record: InRecord, now: number): OutRecord[] | undefined {
+  if (!ctx.budget) return undefined;
+  const env = req.envelope;
+  const deadline = budgetDeadlineAt(env, ctx.budget);
+  if (now < deadline) return undefined;
+  const expired = env.expire_at !== null && now >= env.expire_at;
+  const error = expired
+    ? new ReachError('EXPIRED', `expired at ${new Date(env.expire_at!).toISOString()} while waiting for attempt ${republishAttempt(req)}`)
+    : new ReachError('BUDGET_EXCEEDED', `the time budget ended at ${new Date(deadline).toISOString()} while waiting for attempt ${republishAttempt(req)}`);
+  const parent = env.headers[FANOUT_PARENT] ?? null;
+  const history = { waiting_attempt: republishAttempt(req), last_code: req.code, last_reason: req.reason, failed_agent_id: req.failed_agent_id };
+  const out: OutRecord[] = [
+    statusRecord(
+      ctx.codec,
+      {
+        state: 'DEAD',
+        envelope: env,
+        service: ctx.service,
+        instance: ctx.instanceId,
+        attempt: req.attempt,
+        parentMessageId: parent,
+        code: error.code,
+        reason: error.message,
+        detail: history,
+      },
+      now,
+    ),
+    deadLetterRecord(ctx.codec, { service: ctx.service, error, record, envelope: env, attempts: isHold(req) ? req.attempt : req.attempt + 1, history }, now),
+  ];
+  const receipt = receiptRecord(ctx.codec, env, { state: 'DEAD', code: error.code, reason: error.message }, now);
+  if (receipt) out.push(receipt);
+  return out;
 }
 
 /**
@@ -19,6 +61,8 @@ export interface RepublishContext {
  * PENDING 2002 for this same attempt, and nothing failed).
  */
 export function republish(ctx: RepublishContext, req: RetryRequest, record: InRecord, now: number = Date.now()): OutRecord[] {
+  const dead = outOfBudget(ctx, req, record, now);
+  if (dead) return dead;
   const env = req.envelope;
   const out: OutRecord[] = [
     {

@@ -1,8 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { CIRCUIT_OPTIONS, CircuitBreakers, CircuitCache, circuitPolicy } from '@reach/circuits';
 import type { Envelope } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord } from '@reach/kafka';
-import { readHints, routeMessage, type RoutingConfig } from '@reach/routing';
+import { budgetPolicyOf, readHints, type RoutingConfig } from '@reach/routing';
 import { forMessage, runService, type ServiceContext } from '@reach/service-kit';
+import { createRedis, type Redis } from '@reach/store';
+import { routeWithCircuits } from './circuit-gate.js';
 import { KeyedSerializer } from './keyed-serializer.js';
 import { routerMetrics } from './metrics.js';
 import { decisionRecords, type OutputContext } from './outputs.js';
@@ -27,6 +30,10 @@ const OPTIONS = [
   'saturationRetryMs',
   'stickyTtlS',
   'ackTimeoutMs',
+  'budgetMs',
+  'budgetPolicy',
+  'circuitRefreshMs',
+  ...CIRCUIT_OPTIONS,
 ] as const;
 
 // router: reach.pending.v1 → reach.routed.v1 (DESIGN §1): candidate filter, scoring,
@@ -39,10 +46,35 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   ctx.onShutdown(() => views.stop());
   ctx.addReadinessCheck('agents-view', () => views.agents.caughtUp);
   ctx.addReadinessCheck('presence-view', () => views.presence.caughtUp);
-  registerViewApi(ctx.http, views.index, config.adminToken);
 
   const sticky = new RedisStickyStore(config.redisUrl, ctx.log);
   ctx.onShutdown(() => sticky.close());
+
+  // Circuits (SPEC R-D8, R-D13): a local map of non-CLOSED circuits refreshed from Redis, on a
+  // client that fails fast so a Redis outage never holds up routing.
+  const circuitRedis = createRedis(config.redisUrl, ctx.log, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeoutMs: 1_000,
+    maxReconnectDelayMs: 2_000,
+    connectionName: 'reach-router-circuits',
+  });
+  const circuits = new CircuitCache({
+    breakers: new CircuitBreakers(circuitRedis, circuitPolicy(config)),
+    instanceId: ctx.instanceId,
+    logger: ctx.log,
+    refreshMs: config.circuitRefreshMs,
+    onSnapshot: (counts) => {
+      metrics.circuitOpenAgents.set({ state: 'OPEN' }, counts.OPEN);
+      metrics.circuitOpenAgents.set({ state: 'HALF_OPEN' }, counts.HALF_OPEN);
+    },
+    onTransition: (state) => metrics.circuitTransitions.inc({ state }),
+  });
+  ctx.onShutdown(() => {
+    circuits.stop();
+    circuitRedis.disconnect();
+  });
+  registerViewApi(ctx.http, views.index, config.adminToken, (agentId) => circuits.verdict(agentId, Date.now()));
 
   const routing: RoutingConfig = {
     weightPriority: config.weightPriority,
@@ -63,12 +95,17 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     instanceId: ctx.instanceId,
     ackTimeoutMs: config.ackTimeoutMs,
     saturationRetryMs: config.saturationRetryMs,
+    budget: budgetPolicyOf(config),
   };
 
   // Routing from a half-read registry would send everything to NO_ROUTE: consume only once
   // both views hold everything that was in their topics at start.
   await Promise.all([views.agents.ready(), views.presence.ready()]);
   ctx.log.info({ agents: views.index.size, presence: views.presence.size }, 'registry views caught up');
+  // The first map should hold the circuits already open; with Redis away, routing starts
+  // anyway (SPEC R-D12) and the map fills in when Redis answers.
+  await redisReady(circuitRedis, 2_000);
+  await circuits.start();
 
   const serializer = new KeyedSerializer();
   const handle = async (record: InRecord) => {
@@ -76,13 +113,14 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     const started = performance.now();
     const now = Date.now();
     const hints = readHints(record.headers, envelope);
-    const decision = await routeMessage(envelope, hints, deps, now);
+    const { decision, probes } = await routeWithCircuits(envelope, hints, deps, circuits, now);
     const records = decisionRecords(out, { envelope, hints, record }, decision, now);
     metrics.routeSeconds.observe((performance.now() - started) / 1000);
     metrics.hopSeconds.observe(Math.max(0, now - Number(record.timestamp)) / 1000);
     metrics.decisions.inc({ outcome: decision.kind });
     metrics.candidates.observe(decision.candidates);
     const log = forMessage(ctx.log, envelope);
+    for (const agentId of probes) log.info({ agent_id: agentId, attempt: hints.attempt }, 'half-open circuit probe sent');
     if (decision.kind === 'routed') log.debug({ agent_id: decision.agentId, strategy: decision.trace.strategy, attempt: hints.attempt }, 'routed');
     else if (decision.kind === 'fanout') log.debug({ copies: decision.agentIds.length, attempt: hints.attempt }, 'fanned out');
     // A saturation hold comes round every REACH_SATURATION_RETRY_MS while it lasts: debug, not info.
@@ -95,10 +133,23 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   await ctx.stage({
     topics: [TOPICS.pending.name],
     concurrency: 16,
-    partitionsConsumedConcurrently: 3,
     // One session's records share a key: they are routed one after another so that each sees
     // the sticky binding the previous one wrote.
     handle: (record) => serializer.run(record.key?.toString('utf8') ?? `${record.partition}:${record.offset}`, () => handle(record)),
+  });
+}
+
+/** Resolves when the client is ready or after `ms`, whichever comes first. */
+function redisReady(redis: Redis, ms: number): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      redis.off('ready', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    redis.once('ready', done);
   });
 }
 

@@ -2,6 +2,7 @@ import type { ServiceMetrics } from '@reach/service-kit';
 
 type Counter = ReturnType<ServiceMetrics['counter']>;
 type Histogram = ReturnType<ServiceMetrics['histogram']>;
+type Gauge = ReturnType<ServiceMetrics['gauge']>;
 
 /** reach_router_* metrics (DESIGN §8): bounded labels only, never an agent or message id. */
 export interface RouterMetrics {
@@ -9,6 +10,10 @@ export interface RouterMetrics {
   readonly candidates: Histogram;
   readonly routeSeconds: Histogram;
   readonly hopSeconds: Histogram;
+  /** Agents whose circuit is not closed, by state (OPEN, HALF_OPEN), in this router's map. */
+  readonly circuitOpenAgents: Gauge;
+  /** Circuit transitions this router observed, by the state moved to. */
+  readonly circuitTransitions: Counter;
 }
 
 export function routerMetrics(m: ServiceMetrics): RouterMetrics {
@@ -21,6 +26,10 @@ export function routerMetrics(m: ServiceMetrics): RouterMetrics {
       [],
       [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1],
     ),
+    circuitOpenAgents: m.gauge('circuit_open_agents', 'Target agents whose circuit is OPEN or HALF_OPEN (incl. auto-ejected), by state.', ['state']),
+    circuitTransitions: m.counter('circuit_transitions_total', 'Circuit transitions seen by this router, by the state moved to (OPEN, HALF_OPEN, CLOSED).', [
+      'state',
+    ]),
     hopSeconds: m.histogram(
       'hop_duration_seconds',
       'Router hop: from the pending record being written to its decision being made.',

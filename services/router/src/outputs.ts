@@ -1,7 +1,16 @@
 import { newMessageId, ReachError } from '@reach/core';
 import type { Envelope, RetryRequest, RoutedDelivery, SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
-import { FANOUT_PARENT, fanoutCopy, HOLD_REASON_SATURATED, type RouteDecision, type RouteHints } from '@reach/routing';
+import {
+  ackDeadlineAt,
+  budgetDeadlineAt,
+  FANOUT_PARENT,
+  fanoutCopy,
+  HOLD_REASON_SATURATED,
+  type BudgetPolicy,
+  type RouteDecision,
+  type RouteHints,
+} from '@reach/routing';
 import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
 
 const ROUTED_SUBJECT = valueSubject(TOPICS.routed.name);
@@ -18,6 +27,8 @@ export interface OutputContext {
   readonly ackTimeoutMs: number;
   /** REACH_SATURATION_RETRY_MS: how long a saturated message is held. */
   readonly saturationRetryMs: number;
+  /** REACH_BUDGET_MS / REACH_BUDGET_POLICY: the end of a message's time budget (SPEC R-D2); absent = expire_at only. */
+  readonly budget?: BudgetPolicy;
 }
 
 interface Msg {
@@ -31,14 +42,16 @@ function passHeaders(record: InRecord): Record<string, string> {
 }
 
 function delivery(ctx: OutputContext, m: Msg, envelope: Envelope, agentId: string, parent: string | null, now: number): OutRecord {
+  // The ack deadline never outlives the budget: an attempt routed late fails (and dies) in time.
+  const budgetAt = ctx.budget ? budgetDeadlineAt(envelope, ctx.budget) : envelope.expire_at;
   const value: RoutedDelivery = {
     message_id: envelope.message_id,
     parent_message_id: parent,
     agent_id: agentId,
     attempt: m.hints.attempt,
     routed_at: now,
-    deadline_at: now + (envelope.timeout_ms ?? ctx.ackTimeoutMs),
-    budget_deadline_at: envelope.expire_at,
+    deadline_at: ackDeadlineAt(now, envelope.timeout_ms, ctx.ackTimeoutMs, budgetAt),
+    budget_deadline_at: budgetAt,
     rule: null,
     envelope,
   };
@@ -129,7 +142,7 @@ export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecis
       ];
     }
     case 'no_route': {
-      const error = new ReachError('NO_ROUTE', decision.why);
+      const error = noRouteError(decision);
       if (env.expire_at !== null && env.expire_at > now) {
         // Parked: the dead-letter service keeps it and redrives it when a matching agent
         // appears, or lets it expire (SPEC R-B10). The message itself is still PENDING.
@@ -167,6 +180,18 @@ export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecis
       return out;
     }
   }
+}
+
+/**
+ * NO_ROUTE, or CIRCUIT_OPEN (3001) when agents passed every other check but all had an open
+ * circuit (SPEC R-D8): the circuit check runs after liveness and reachability, so a circuit
+ * rejection means an otherwise usable agent was there.
+ */
+function noRouteError(decision: Extract<RouteDecision, { kind: 'no_route' }>): ReachError {
+  const open = decision.trace.rejected?.circuit ?? 0;
+  if (open > 0)
+    return new ReachError('CIRCUIT_OPEN', `${decision.why}: ${open === 1 ? "the only candidate's circuit is" : `all ${open} candidates' circuits are`} open`);
+  return new ReachError('NO_ROUTE', decision.why);
 }
 
 function parentOf(env: Envelope): string | null {

@@ -5,9 +5,15 @@ import { loadRate, type AgentIndex } from '@reach/routing';
 /**
  * Admin, read-only: what THIS router instance sees of the registry. Each router routes from its
  * own local view (SPEC R-A6), so "why did it (not) route there?" starts with what the view
- * held: revision, status, lease, load rate, presence. Needs the admin token.
+ * held: revision, status, lease, load rate, presence, circuit. Needs the admin token.
  */
-export function registerViewApi(http: HttpServer, index: AgentIndex, adminToken: string | undefined): void {
+export function registerViewApi(
+  http: HttpServer,
+  index: AgentIndex,
+  adminToken: string | undefined,
+  /** The agent's circuit in this router's local map (closed, open, half_open). */
+  circuitOf?: (agentId: string) => string,
+): void {
   const admin = (authorization: string | string[] | undefined): void => {
     if (!sameSecret(bearer(authorization), adminToken)) throw new ReachError('AUTH_FAILED', 'the admin token is required');
   };
@@ -29,6 +35,7 @@ export function registerViewApi(http: HttpServer, index: AgentIndex, adminToken:
         status: agent.status,
         lease_expires_at: new Date(agent.lease_expires_at).toISOString(),
         load_rate: loadRate(agent),
+        ...(circuitOf ? { circuit: circuitOf(id) } : {}),
         health: agent.load.health,
         capabilities: agent.capabilities.map((c) => ({ name: c.name, mode: c.mode, version: c.version, tags: c.tags })),
         presence: presence

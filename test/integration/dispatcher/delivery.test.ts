@@ -74,15 +74,16 @@ describe('dispatcher: deliveries', () => {
     await agent.close();
   });
 
-  it('reject → REJECTED with 3003 and the agent code and reason in the detail', async () => {
+  // A `retryable: true` reject is a failed attempt that is retried elsewhere (test/integration/reliability).
+  it('a non-retryable reject → REJECTED with 3003 and the agent code and reason in the detail', async () => {
     const id = agentId();
     const { agent } = await TestAgent.connect(id);
     const env = await router.route(id);
     const d = await agent.next((f) => f.type === 'deliver');
-    agent.send({ type: 'reject', seq: d.seq, message_id: env.message_id, code: 'BUSY', reason: 'queue full', retryable: true });
+    agent.send({ type: 'reject', seq: d.seq, message_id: env.message_id, code: 'BUSY', reason: 'queue full', retryable: false });
     const rejected = await statusOf(env.message_id as string, 'REJECTED');
     expect(rejected.value).toMatchObject({ code: 3003, reason: 'queue full', agent_id: id });
-    expect(JSON.parse(rejected.value!.detail_json as string)).toEqual({ agent_code: 'BUSY', agent_reason: 'queue full', retryable: true });
+    expect(JSON.parse(rejected.value!.detail_json as string)).toEqual({ seq: d.seq, agent_code: 'BUSY', agent_reason: 'queue full', retryable: false });
     await agent.close();
   });
 

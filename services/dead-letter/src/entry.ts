@@ -1,0 +1,184 @@
+import { errorInfo, isKnownCode } from '@reach/core';
+import { envelopeToJson, type DeadLetter } from '@reach/envelope';
+
+/** Lifecycle of a stored dead letter (the CHECK of migration 003). */
+export type EntryStatus = 'PARKED' | 'REPLAYED' | 'PURGED' | 'DEAD';
+
+/** One `dead_letters` row to insert (times as ISO strings, JSON columns as JSON text). */
+export interface EntryInsert {
+  dlq_id: string;
+  message_id: string | null;
+  reason: string;
+  code: number;
+  error: string | null;
+  service: string;
+  source_topic: string | null;
+  source_partition: number | null;
+  source_offset: string | null;
+  attempts: number;
+  producer: string | null;
+  trace_id: string | null;
+  capability: string | null;
+  message_type: string | null;
+  history: string;
+  envelope: Buffer | null;
+  envelope_json: string | null;
+  created_at: string;
+}
+
+/** A `dead_letters` row as PostgreSQL returns it. */
+export interface EntryRow {
+  dlq_id: string;
+  message_id: string | null;
+  reason: string;
+  code: number;
+  error: string | null;
+  service: string;
+  source_topic: string | null;
+  source_partition: number | null;
+  source_offset: string | null;
+  attempts: number;
+  producer: string | null;
+  trace_id: string | null;
+  capability: string | null;
+  message_type: string | null;
+  history: unknown;
+  envelope: Buffer | null;
+  envelope_json: Record<string, unknown> | null;
+  status: EntryStatus;
+  created_at: Date;
+  updated_at: Date;
+  replayed_at: Date | null;
+  replay_count: number;
+}
+
+/** The attempts history as an array: producers send an array, a routing trace object, or nothing. */
+export function historyOf(historyJson: string | null): unknown[] {
+  if (historyJson === null) return [];
+  try {
+    const parsed = JSON.parse(historyJson) as unknown;
+    if (Array.isArray(parsed)) return parsed;
+    return parsed === null ? [] : [parsed];
+  } catch {
+    // kept, not lost: an entry whose history is not JSON still shows what was sent
+    return [{ unparsed: historyJson }];
+  }
+}
+
+/**
+ * The row for a decoded reach.dlq.v1 record. `envelopeBytes` is the envelope framed for
+ * reach.ingress.v1 (what a replay sends); an entry without an envelope keeps the raw bytes
+ * that failed to decode and is not replayable.
+ */
+export function entryFromDeadLetter(dl: DeadLetter, envelopeBytes: Buffer | null): EntryInsert {
+  const env = dl.envelope;
+  const known = dl.source_partition >= 0 && dl.source_offset >= 0;
+  return {
+    dlq_id: dl.dlq_id,
+    message_id: dl.message_id ?? env?.message_id ?? null,
+    reason: dl.reason,
+    code: dl.code,
+    error: dl.error,
+    service: dl.service,
+    source_topic: dl.source_topic || null,
+    // -1 means "no consumed record" (HTTP): left NULL so the source uniqueness does not apply.
+    source_partition: known ? dl.source_partition : null,
+    source_offset: known ? String(dl.source_offset) : null,
+    attempts: dl.attempts,
+    producer: dl.producer ?? env?.producer ?? null,
+    trace_id: dl.trace_id ?? env?.trace_id ?? null,
+    capability: env?.capability ?? null,
+    message_type: env?.message_type ?? null,
+    history: JSON.stringify(historyOf(dl.history_json)),
+    envelope: env ? envelopeBytes : (dl.raw_value ?? null),
+    envelope_json: env ? JSON.stringify(envelopeToJson(env)) : null,
+    created_at: new Date(dl.at).toISOString(),
+  };
+}
+
+/**
+ * The row for a reach.dlq.v1 record that is itself undecodable: stored raw (reason
+ * UNPROCESSABLE) under its own position on the DLQ topic, so a re-read stores it once.
+ */
+export function entryFromUndecodable(
+  rec: { topic: string; partition: number; offset: string; value: Buffer | null; timestamp: string },
+  dlqId: string,
+  error: { code: number; message: string },
+  service: string,
+): EntryInsert {
+  const ts = Number(rec.timestamp);
+  return {
+    dlq_id: dlqId,
+    message_id: null,
+    reason: 'UNPROCESSABLE',
+    code: error.code,
+    error: `dead-letter record could not be decoded: ${error.message}`.slice(0, 4000),
+    service,
+    source_topic: rec.topic,
+    source_partition: rec.partition,
+    source_offset: rec.offset,
+    attempts: 0,
+    producer: null,
+    trace_id: null,
+    capability: null,
+    message_type: null,
+    history: '[]',
+    envelope: rec.value,
+    envelope_json: null,
+    created_at: new Date(Number.isFinite(ts) && ts > 0 ? ts : Date.now()).toISOString(),
+  };
+}
+
+/** Only entries with a decoded envelope can go back through ingress. */
+export function replayProblem(row: Pick<EntryRow, 'status' | 'envelope' | 'envelope_json'>): string | undefined {
+  if (row.status === 'PURGED') return 'the entry was purged';
+  if (row.envelope_json === null || row.envelope === null) {
+    return 'the entry holds only the raw bytes of a record that could not be decoded; it cannot be replayed (inspect raw_b64 instead)';
+  }
+  return undefined;
+}
+
+/** expire_at of the stored envelope (epoch ms), if it has one. */
+export function expireAtOf(row: Pick<EntryRow, 'envelope_json'>): number | undefined {
+  const v = row.envelope_json?.expire_at;
+  if (typeof v !== 'string') return undefined;
+  const ms = Date.parse(v);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
+
+/** The API's JSON form of an entry: the summary for lists, everything for `GET /v1/dlq/{id}`. */
+export function entryJson(row: EntryRow, full: boolean): Record<string, unknown> {
+  const expireAt = expireAtOf(row);
+  const out: Record<string, unknown> = {
+    dlq_id: row.dlq_id,
+    message_id: row.message_id,
+    status: row.status,
+    reason: row.reason,
+    code: row.code,
+    name: isKnownCode(row.code) ? errorInfo(row.code).name : null,
+    error: row.error,
+    service: row.service,
+    capability: row.capability,
+    topic: typeof row.envelope_json?.topic === 'string' ? row.envelope_json.topic : null,
+    target_agent_id: typeof row.envelope_json?.target_agent_id === 'string' ? row.envelope_json.target_agent_id : null,
+    message_type: row.message_type,
+    producer: row.producer,
+    trace_id: row.trace_id,
+    attempts: row.attempts,
+    replay_count: row.replay_count,
+    replayable: replayProblem(row) === undefined,
+    expire_at: expireAt === undefined ? null : new Date(expireAt).toISOString(),
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+    replayed_at: iso(row.replayed_at),
+  };
+  if (full) {
+    out.source = { topic: row.source_topic, partition: row.source_partition, offset: row.source_offset };
+    out.history = row.history;
+    out.envelope = row.envelope_json;
+    if (row.envelope_json === null) out.raw_b64 = row.envelope ? row.envelope.toString('base64') : null;
+  }
+  return out;
+}

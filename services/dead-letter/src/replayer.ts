@@ -1,0 +1,123 @@
+import { ReachError, type Logger } from '@reach/core';
+import { TOPICS, produceAll, type OutRecord, type Producer } from '@reach/kafka';
+import { replayProblem, type EntryRow } from './entry.js';
+import type { DeadLetterMetrics } from './metrics.js';
+import type { DeadLetterStore } from './store.js';
+import type { BulkReplayRequest } from './filters.js';
+
+/** Kafka headers of a replayed record on reach.ingress.v1 (DESIGN §2, docs/pipeline.md). */
+export const TOKEN_HEADER = 'reach-token';
+export const ATTEMPT_HEADER = 'reach-attempt';
+
+/** Why a replay happened: an admin asked, or an agent for a parked message appeared (R-B10). */
+export type ReplayCause = 'manual' | 'bulk' | 'redrive';
+
+/** A replay that could not be done; the admin API answers with `status` (404, 409). */
+export class ReplayRefused extends Error {
+  constructor(
+    readonly status: 404 | 409,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ReplayRefused';
+  }
+}
+
+export interface ReplayResult {
+  dlq_id: string;
+  message_id: string | null;
+  status: 'REPLAYED';
+  attempt: number;
+  replay_count: number;
+}
+
+/**
+ * The record that sends a stored envelope back through ingress and routing: the original
+ * framed bytes (same message_id, trace_id, idempotency_key), the admin token (ingress accepts
+ * it for any producer) and the attempt it starts, so the read model shows a new attempt.
+ */
+export function replayRecord(row: Pick<EntryRow, 'envelope' | 'envelope_json' | 'message_id'>, adminToken: string, attempt: number): OutRecord {
+  const env = row.envelope_json ?? {};
+  const sessionId = typeof env.session_id === 'string' ? env.session_id : null;
+  const messageId = typeof env.message_id === 'string' ? env.message_id : row.message_id;
+  return {
+    topic: TOPICS.ingress.name,
+    key: sessionId ?? messageId,
+    value: row.envelope,
+    headers: { [TOKEN_HEADER]: adminToken, [ATTEMPT_HEADER]: String(attempt) },
+  };
+}
+
+/** The attempt a replay starts: one past every attempt the entry or the read model has seen. */
+export function nextAttempt(entryAttempts: number, readModelAttempt: number): number {
+  return Math.max(entryAttempts, readModelAttempt) + 1;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+
+/** Replays stored entries to reach.ingress.v1 (one, by filter, or as a redrive). */
+export class Replayer {
+  constructor(
+    private readonly store: DeadLetterStore,
+    private readonly producer: Producer,
+    private readonly adminToken: string | undefined,
+    private readonly metrics: DeadLetterMetrics,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Replays one entry. `from` are the states it may be replayed from: an admin may replay a
+   * PARKED, DEAD or already REPLAYED entry; a redrive only a PARKED one (so two instances
+   * never redrive the same entry twice).
+   */
+  async replay(id: string, cause: ReplayCause, from: readonly string[] = ['PARKED', 'DEAD', 'REPLAYED']): Promise<ReplayResult> {
+    if (!this.adminToken) {
+      throw new ReachError('DEPENDENCY_UNAVAILABLE', 'REACH_ADMIN_TOKEN is not set for the dead-letter service: replays cannot authenticate to ingress');
+    }
+    const before = await this.store.get(id);
+    if (!before) throw new ReplayRefused(404, `dead letter ${id} not found`);
+    const problem = replayProblem(before);
+    if (problem) throw new ReplayRefused(409, `dead letter ${id} cannot be replayed: ${problem}`);
+    const readModel = before.message_id ? await this.store.lastAttempt(before.message_id) : 0;
+    const attempt = nextAttempt(before.attempts, readModel);
+    const claimed = await this.store.claimForReplay(id, from, { event: 'REPLAYED', at: new Date().toISOString(), attempt, cause });
+    if (!claimed) throw new ReplayRefused(409, `dead letter ${id} is ${before.status} and cannot be replayed now (another replay may have taken it)`);
+    try {
+      await produceAll(this.producer, [replayRecord(claimed, this.adminToken, attempt)]);
+    } catch (err) {
+      await this.store.unclaim(before).catch((e: unknown) => this.log.error({ err: e, dlq_id: id }, 'could not give back a claimed entry'));
+      throw new ReachError('DEPENDENCY_UNAVAILABLE', `Kafka refused the replay: ${(err as Error).message}`, { cause: err });
+    }
+    this.metrics.replayed(cause, claimed.reason);
+    this.log.info({ dlq_id: id, message_id: claimed.message_id, trace_id: claimed.trace_id, attempt, cause, reason: claimed.reason }, 'dead letter replayed');
+    return { dlq_id: id, message_id: claimed.message_id, status: 'REPLAYED', attempt, replay_count: claimed.replay_count };
+  }
+
+  /**
+   * `POST /v1/dlq/replay`: every matching PARKED or DEAD entry (oldest first, at most `limit`),
+   * paced at `rate_per_s`. Entries that cannot be replayed (raw bytes only, or taken by a
+   * concurrent replay) are counted as skipped; dry_run only counts.
+   */
+  async replayMatching(req: BulkReplayRequest): Promise<{ matched: number; replayed: number; skipped: number; dry_run: boolean; replayed_ids: string[] }> {
+    const candidates = await this.store.replayCandidates(req.filter, req.limit);
+    const replayable = candidates.filter((c) => c.envelope_json !== null);
+    if (req.dryRun) {
+      return { matched: candidates.length, replayed: 0, skipped: candidates.length - replayable.length, dry_run: true, replayed_ids: [] };
+    }
+    const gapMs = 1000 / req.ratePerS;
+    const started = Date.now();
+    const ids: string[] = [];
+    for (const [i, c] of replayable.entries()) {
+      // Paced from the start, not per send: a slow send does not slow the whole run further.
+      const due = started + i * gapMs;
+      if (due > Date.now()) await sleep(due - Date.now());
+      try {
+        await this.replay(c.dlq_id, 'bulk', ['PARKED', 'DEAD']);
+        ids.push(c.dlq_id);
+      } catch (err) {
+        if (!(err instanceof ReplayRefused)) throw err;
+      }
+    }
+    return { matched: candidates.length, replayed: ids.length, skipped: candidates.length - ids.length, dry_run: false, replayed_ids: ids };
+  }
+}

@@ -1,0 +1,121 @@
+import type { Logger } from '@reach/core';
+import { produceAll, type OutRecord, type Producer } from '@reach/kafka';
+import type { DeadlineClaims } from './deadlines.js';
+import { envelopeOfEntry, headOf, parseHead } from './entry.js';
+import type { Failures } from './failures.js';
+import type { DispatcherMetrics } from './metrics.js';
+import { parseDeadlineMember, type ReplayBuffer } from './replay-buffer.js';
+
+/**
+ * Ack deadlines without blocking a partition (SPEC R-C7, R-D3): the consumer only buffers a
+ * delivery and registers its deadline; this sweeper, on every instance, claims the deadlines
+ * that are due and turns each still-unanswered delivery into a failed attempt (3002
+ * ACK_TIMEOUT): the entry leaves the agent's replay buffer (the agent that missed it never
+ * gets it replayed; its late ack is ignored) and `Failures` schedules the retry on another
+ * agent, or ends the message. A delivery answered meanwhile is simply gone from the buffer.
+ *
+ * If producing the outcome fails, the entry goes back into the buffer and the claim is left
+ * to expire, so another sweep (here or on another instance) tries again: never a silent loss.
+ */
+export interface DeadlineSweeperDeps {
+  claims: DeadlineClaims;
+  buffer: ReplayBuffer;
+  failures: Failures;
+  producer: Producer;
+  metrics: DispatcherMetrics;
+  log: Logger;
+  intervalMs: number;
+  /** Deadlines claimed per round. */
+  batch?: number;
+}
+
+export class DeadlineSweeper {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly d: DeadlineSweeperDeps) {}
+
+  start(): void {
+    const tick = (): void => {
+      if (this.stopped) return;
+      this.running = this.sweep()
+        .then(() => undefined)
+        .catch((err: unknown) => this.d.log.warn({ err }, 'deadline sweep failed; trying again'))
+        .finally(() => {
+          this.running = undefined;
+          if (!this.stopped) this.timer = setTimeout(tick, this.d.intervalMs);
+        });
+    };
+    this.timer = setTimeout(tick, this.d.intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /** One round: claims what is due (in batches) and settles it. */
+  async sweep(now: number = Date.now()): Promise<number> {
+    const limit = this.d.batch ?? 200;
+    let total = 0;
+    for (;;) {
+      const members = await this.d.claims.claim(now, limit);
+      if (members.length === 0) return total;
+      total += members.length;
+      await Promise.all(members.map((m) => this.expire(m, now)));
+      if (members.length < limit) return total;
+    }
+  }
+
+  private async expire(member: string, now: number): Promise<void> {
+    const parsed = parseDeadlineMember(member);
+    if (!parsed) {
+      await this.d.claims.done([member]);
+      return;
+    }
+    const { agent, seq } = parsed;
+    const entry = await this.d.buffer.takeExpired(agent, seq);
+    if (entry === undefined) {
+      await this.d.claims.done([member]); // answered in time (or its buffer expired)
+      return;
+    }
+    const head = parseHead(headOf(entry));
+    let records: OutRecord[];
+    try {
+      if (!head) throw new Error('unreadable buffer entry');
+      const envelope = envelopeOfEntry(entry);
+      const deadline = new Date(now).toISOString();
+      ({ records } = await this.d.failures.records(
+        {
+          agent,
+          envelope,
+          head,
+          code: 3002,
+          reason: `no ack from ${agent} for seq ${seq} by its deadline`,
+          failureRetryable: true,
+          detail: { seq, swept_at: deadline },
+        },
+        Date.now(),
+      ));
+    } catch (err) {
+      if (!head) {
+        // Nothing can be done with it; keeping it would only fail again.
+        this.d.log.error({ err, agent_id: agent, seq }, 'unreadable buffer entry past its deadline dropped');
+        await this.d.claims.done([member]);
+        return;
+      }
+      await this.d.buffer.restore(agent, seq, entry);
+      throw err;
+    }
+    try {
+      await produceAll(this.d.producer, records);
+    } catch (err) {
+      await this.d.buffer.restore(agent, seq, entry);
+      throw err;
+    }
+    this.d.metrics.ackTimeouts.inc();
+    await this.d.claims.done([member]);
+  }
+}

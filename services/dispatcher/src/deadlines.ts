@@ -1,0 +1,46 @@
+import { ReachError } from '@reach/core';
+import type { Redis } from '@reach/store';
+import { keys } from './replay-buffer.js';
+
+/**
+ * Claims due ack deadlines (the `reach:deadlines` sorted set, written with each buffered
+ * delivery). Every dispatcher instance sweeps; a claim moves the member's score to now + lease
+ * inside one script, so of concurrent sweepers exactly one gets each member. The claimer
+ * removes the member when the failure is recorded (`done`); if it dies first, the lease runs
+ * out and another instance claims the member again — a killed instance's deliveries are
+ * still failed over.
+ */
+const CLAIM = `
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, m in ipairs(due) do redis.call('ZADD', KEYS[1], 'XX', ARGV[3], m) end
+return due`;
+
+interface ClaimCommand {
+  reachClaimDeadlines(key: string, now: number, limit: number, leaseUntil: number): Promise<string[]>;
+}
+
+export class DeadlineClaims {
+  private readonly scripts: ClaimCommand;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly leaseMs: number,
+  ) {
+    redis.defineCommand('reachClaimDeadlines', { numberOfKeys: 1, lua: CLAIM });
+    this.scripts = redis as unknown as ClaimCommand;
+  }
+
+  /** Members whose deadline is at or before `now`, now leased to this caller. */
+  async claim(now: number, limit: number): Promise<string[]> {
+    try {
+      return await this.scripts.reachClaimDeadlines(keys.deadlines, now, limit, now + this.leaseMs);
+    } catch (err) {
+      throw new ReachError('DEPENDENCY_UNAVAILABLE', `redis claim deadlines failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  async done(members: readonly string[]): Promise<void> {
+    if (members.length === 0) return;
+    await this.redis.zrem(keys.deadlines, ...members);
+  }
+}

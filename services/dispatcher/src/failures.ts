@@ -1,0 +1,188 @@
+import type { CircuitRecorder } from './circuit-recorder.js';
+import { ReachError, errorInfo, type ErrorName, type Logger } from '@reach/core';
+import type { Envelope, RetryRequest, SchemaCodec } from '@reach/envelope';
+import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
+import { budgetDeadlineAt, decideAfterFailure, type BudgetPolicy, type FailureDecision, type RetryPolicy } from '@reach/routing';
+import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
+import type { Redis } from '@reach/store';
+import type { EntryHead } from './entry.js';
+import type { DispatcherMetrics } from './metrics.js';
+
+/**
+ * A failed attempt (its ack deadline passed: 3002, or the agent rejected it: 3003) becomes
+ * either a retry — a RetryRequest on reach.retry.v1 with `not_before` = now + backoff and every
+ * agent that failed this message so far in `exclude_agent_ids` (failover, SPEC R-B9) — or an
+ * end: REJECTED 3003 for an agent's final refusal, DEAD 3004/3005/3006 when attempts, budget or
+ * expiry are spent (`decideAfterFailure`). Ends come with a DLQ entry (the envelope and the
+ * history of attempts) and a failure receipt to the producer.
+ *
+ * The history of a message's failed attempts (agent, code, reason, time) is kept in Redis
+ * (`reach:att:<message_id>`, one day): failures of one message happen one after another on
+ * whichever dispatcher instance sees them, and the next decision needs all of them.
+ */
+const RETRY_SUBJECT = valueSubject(TOPICS.retry.name);
+const HISTORY_TTL_S = 86_400;
+
+export interface AttemptRecord {
+  attempt: number;
+  agent_id: string;
+  code: number;
+  reason: string;
+  at: string;
+}
+
+export interface AttemptFailure {
+  agent: string;
+  /** The delivered envelope, payload included. */
+  envelope: Envelope;
+  head: EntryHead;
+  code: 3002 | 3003;
+  reason: string;
+  /** False for an agent's `retryable: false` reject. */
+  failureRetryable: boolean;
+  detail?: Record<string, unknown>;
+}
+
+export interface FailuresDeps {
+  codec: SchemaCodec;
+  service: string;
+  instance: string;
+  redis: Redis;
+  retry: RetryPolicy;
+  budget: BudgetPolicy;
+  metrics: DispatcherMetrics;
+  log: Logger;
+  /** Missed deadlines and retryable rejects count against the agent's circuit. */
+  circuits?: CircuitRecorder;
+}
+
+export function historyKey(messageId: string): string {
+  return `reach:att:${messageId}`;
+}
+
+export class Failures {
+  constructor(private readonly d: FailuresDeps) {}
+
+  /** Appends the attempt to the message's history and returns the whole history. */
+  private async remember(messageId: string, rec: AttemptRecord): Promise<AttemptRecord[]> {
+    const key = historyKey(messageId);
+    let res: Array<[Error | null, unknown]> | null;
+    try {
+      res = await this.d.redis.multi().rpush(key, JSON.stringify(rec)).expire(key, HISTORY_TTL_S).lrange(key, 0, -1).exec();
+    } catch (err) {
+      throw new ReachError('DEPENDENCY_UNAVAILABLE', `redis attempt history failed: ${(err as Error).message}`, { cause: err });
+    }
+    const [, , [err, list] = [null, []]] = res ?? [];
+    if (err) throw new ReachError('DEPENDENCY_UNAVAILABLE', `redis attempt history failed: ${err.message}`, { cause: err });
+    return (list as string[]).flatMap((s) => {
+      try {
+        return [JSON.parse(s) as AttemptRecord];
+      } catch {
+        return [];
+      }
+    });
+  }
+
+  /** The records that settle a failed attempt (produced by the caller, acks=-1). */
+  async records(f: AttemptFailure, now: number = Date.now()): Promise<{ records: OutRecord[]; decision: FailureDecision }> {
+    if (f.code === 3002 || f.failureRetryable) this.d.circuits?.record(f.agent, false);
+    const env = f.envelope;
+    const attempt = f.head.attempt;
+    const history = await this.remember(env.message_id, { attempt, agent_id: f.agent, code: f.code, reason: f.reason, at: new Date(now).toISOString() });
+    const budgetAt = f.head.budget_at ?? budgetDeadlineAt(env, this.d.budget);
+    const decision = decideAfterFailure(
+      {
+        attempt,
+        envelopeRetryable: env.retryable,
+        failureRetryable: f.failureRetryable,
+        messageType: env.message_type,
+        expireAt: env.expire_at,
+        budgetDeadline: budgetAt,
+        now,
+      },
+      this.d.retry,
+    );
+    const base = { envelope: env, service: this.d.service, instance: this.d.instance, parentMessageId: f.head.parent, agentId: f.agent };
+    const fields = { trace_id: env.trace_id, message_id: env.message_id, agent_id: f.agent, attempt, code: f.code };
+    const out: OutRecord[] = [];
+    switch (decision.kind) {
+      case 'retry': {
+        const exclude = [...new Set(history.map((h) => h.agent_id))];
+        const req: RetryRequest = {
+          message_id: env.message_id,
+          attempt,
+          not_before: decision.notBefore,
+          code: f.code,
+          reason: f.reason.slice(0, 1000),
+          failed_agent_id: f.agent,
+          exclude_agent_ids: exclude,
+          first_attempt_at: env.created_at,
+          envelope: env,
+        };
+        out.push(
+          { topic: TOPICS.retry.name, key: env.message_id, value: this.d.codec.encode(RETRY_SUBJECT, req) },
+          statusRecord(
+            this.d.codec,
+            {
+              ...base,
+              state: 'PENDING',
+              attempt: decision.nextAttempt,
+              code: f.code,
+              reason: `attempt ${attempt} failed (${errorInfo(f.code).name}): ${f.reason}`.slice(0, 1000),
+              detail: {
+                ...f.detail,
+                failed_attempt: attempt,
+                failed_agent_id: f.agent,
+                exclude_agent_ids: exclude,
+                delay_ms: decision.delayMs,
+                not_before: new Date(decision.notBefore).toISOString(),
+              },
+            },
+            now,
+          ),
+        );
+        this.d.metrics.retriesScheduled.inc({ code: String(f.code) });
+        this.d.log.info({ ...fields, not_before: decision.notBefore, exclude_agent_ids: exclude }, 'attempt failed; retry scheduled');
+        break;
+      }
+      case 'rejected': {
+        const error = new ReachError('AGENT_REJECTED', `${f.agent}: ${f.reason}`);
+        out.push(
+          statusRecord(this.d.codec, { ...base, state: 'REJECTED', attempt, code: 3003, reason: f.reason, detail: f.detail }, now),
+          deadLetterRecord(
+            this.d.codec,
+            { service: this.d.service, error, envelope: env, reason: 'REJECTED', attempts: attempt + 1, history, sourceTopic: TOPICS.routed.name },
+            now,
+          ),
+        );
+        const receipt = receiptRecord(this.d.codec, env, { state: 'REJECTED', code: 3003, reason: error.message }, now);
+        if (receipt) out.push(receipt);
+        this.d.metrics.rejects.inc();
+        this.d.log.info(fields, 'delivery rejected by the agent (not retryable)');
+        break;
+      }
+      case 'dead': {
+        const name = errorInfo(decision.code).name as ErrorName;
+        const error = new ReachError(name, `${decision.why}; last failure: ${errorInfo(f.code).name} from ${f.agent}: ${f.reason}`.slice(0, 2000));
+        out.push(
+          statusRecord(
+            this.d.codec,
+            { ...base, state: 'DEAD', attempt, code: decision.code, reason: error.message, detail: { ...f.detail, attempts: history } },
+            now,
+          ),
+          deadLetterRecord(
+            this.d.codec,
+            { service: this.d.service, error, envelope: env, attempts: attempt + 1, history, sourceTopic: TOPICS.routed.name },
+            now,
+          ),
+        );
+        const receipt = receiptRecord(this.d.codec, env, { state: 'DEAD', code: decision.code, reason: error.message }, now);
+        if (receipt) out.push(receipt);
+        this.d.metrics.deaths.inc({ code: String(decision.code) });
+        this.d.log.info({ ...fields, dead_code: decision.code }, 'message dead');
+        break;
+      }
+    }
+    return { records: out, decision };
+  }
+}

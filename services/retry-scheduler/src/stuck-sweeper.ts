@@ -1,0 +1,212 @@
+import { ReachError, type Logger } from '@reach/core';
+import type { Envelope, Priority, SchemaCodec } from '@reach/envelope';
+import { TOPICS, produceAll, type OutRecord, type Producer } from '@reach/kafka';
+import { budgetDeadlineAt, FANOUT_PARENT, type BudgetPolicy } from '@reach/routing';
+import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
+import type { Pool } from '@reach/store';
+
+/**
+ * The backstop of SPEC R-D2: no message stays non-terminal beyond its budget plus one sweep.
+ * Every REACH_STUCK_SWEEP_MS one retry-scheduler instance (a PostgreSQL advisory lock picks it)
+ * reads the tracker's `messages` for PENDING / ROUTED / DELIVERING rows whose budget
+ * (`min(created_at + budget(type), expire_at)`) ended more than REACH_STUCK_GRACE_MS ago and
+ * declares each DEAD — 3006 when past expire_at, else 3005 — with a DLQ entry and a receipt.
+ * These are messages the pipeline lost track of: a delivery whose buffer entry was lost with
+ * Redis, a record dropped between stages, a dispatcher that died between taking an expired
+ * delivery and reporting it. Parked NO_ROUTE messages (PENDING 2001) wait for an agent until
+ * their expire_at (SPEC R-B10), so for them only expire_at counts.
+ *
+ * The read model has no payloads (they stay in Kafka): the DLQ entry keeps the envelope's
+ * fields with an empty payload. Messages declared here are remembered for a while, so a tracker
+ * that lags behind one sweep does not get them declared twice.
+ */
+const LOCK_KEY = 0x72656163; // 'reac'
+const BATCH = 500;
+const REMEMBER_MS = 10 * 60_000;
+
+export interface StuckSweeperDeps {
+  pg: Pool;
+  codec: SchemaCodec;
+  producer: Producer;
+  service: string;
+  instanceId: string;
+  budget: BudgetPolicy;
+  intervalMs: number;
+  graceMs: number;
+  log: Logger;
+  onDeclared?: (code: number) => void;
+}
+
+interface Row {
+  message_id: string;
+  created_at: Date;
+  status: string;
+  attempt: number;
+  message_type: string;
+  producer: string;
+  capability: string | null;
+  topic: string | null;
+  target_agent_id: string | null;
+  agent_id: string | null;
+  parent_message_id: string | null;
+  trace_id: string;
+  request_id: string | null;
+  session_id: string | null;
+  correlation_id: string | null;
+  reply_to: string | null;
+  idempotency_key: string | null;
+  priority: string;
+  expire_at: Date | null;
+  code: number | null;
+  reason: string | null;
+  updated_at: Date;
+}
+
+/** The envelope of a read-model row (no payload: the read model does not keep it). */
+export function envelopeOfRow(r: Row): Envelope {
+  return {
+    message_id: r.message_id,
+    message_type: r.message_type,
+    capability: r.capability,
+    topic: r.topic,
+    target_agent_id: r.target_agent_id,
+    producer: r.producer,
+    trace_id: r.trace_id,
+    request_id: r.request_id,
+    idempotency_key: r.idempotency_key,
+    session_id: r.session_id,
+    correlation_id: r.correlation_id,
+    reply_to: r.reply_to,
+    priority: r.priority as Priority,
+    tags: [],
+    retryable: true,
+    timeout_ms: null,
+    created_at: r.created_at.getTime(),
+    expire_at: r.expire_at ? r.expire_at.getTime() : null,
+    schema_version: 1,
+    content_type: 'application/json',
+    payload: Buffer.alloc(0),
+    headers: r.parent_message_id ? { [FANOUT_PARENT]: r.parent_message_id } : {},
+  };
+}
+
+/** When a row's time is up: its budget end, or for a parked message its expire_at. */
+export function stuckDeadline(r: Pick<Row, 'status' | 'code' | 'message_type' | 'created_at' | 'expire_at'>, budget: BudgetPolicy): number {
+  const expireAt = r.expire_at ? r.expire_at.getTime() : null;
+  if (r.status === 'PENDING' && r.code === 2001) return expireAt ?? Number.POSITIVE_INFINITY;
+  return budgetDeadlineAt({ message_type: r.message_type, created_at: r.created_at.getTime(), expire_at: expireAt }, budget);
+}
+
+export class StuckSweeper {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  private readonly declared = new Map<string, number>();
+
+  constructor(private readonly d: StuckSweeperDeps) {}
+
+  start(): void {
+    const tick = (): void => {
+      if (this.stopped) return;
+      this.running = this.sweep()
+        .then(() => undefined)
+        .catch((err: unknown) => this.d.log.warn({ err }, 'stuck-message sweep failed; trying again next interval'))
+        .finally(() => {
+          this.running = undefined;
+          if (!this.stopped) this.timer = setTimeout(tick, this.d.intervalMs);
+        });
+    };
+    this.timer = setTimeout(tick, this.d.intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /** One sweep; returns how many messages it declared DEAD. */
+  async sweep(now: number = Date.now()): Promise<number> {
+    for (const [id, at] of this.declared) if (now - at > REMEMBER_MS) this.declared.delete(id);
+    const minBudget = Math.min(this.d.budget.defaultMs, ...Object.values(this.d.budget.byType));
+    const client = await this.d.pg.connect();
+    try {
+      await client.query('BEGIN');
+      const locked = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [LOCK_KEY]);
+      if (!locked.rows[0]?.ok) {
+        await client.query('ROLLBACK');
+        return 0;
+      }
+      // Candidates by index (status); the exact per-type budget is applied below.
+      const res = await client.query<Row>(
+        `SELECT message_id, created_at, status, attempt, message_type, producer, capability, topic, target_agent_id, agent_id,
+                parent_message_id, trace_id, request_id, session_id, correlation_id, reply_to, idempotency_key, priority,
+                expire_at, code, reason, updated_at
+           FROM messages
+          WHERE status IN ('PENDING', 'ROUTED', 'DELIVERING')
+            AND (created_at < $1::timestamptz OR expire_at < $2::timestamptz)
+          ORDER BY created_at
+          LIMIT $3`,
+        [new Date(now - minBudget - this.d.graceMs), new Date(now - this.d.graceMs), BATCH],
+      );
+      const out: OutRecord[] = [];
+      const ids: Array<{ id: string; code: number }> = [];
+      for (const row of res.rows) {
+        if (this.declared.has(row.message_id)) continue;
+        const deadline = stuckDeadline(row, this.d.budget);
+        if (deadline + this.d.graceMs > now) continue;
+        out.push(...this.deadRecords(row, deadline, now));
+        ids.push({ id: row.message_id, code: row.expire_at && row.expire_at.getTime() <= now ? 3006 : 3005 });
+      }
+      if (out.length > 0) await produceAll(this.d.producer, out);
+      await client.query('COMMIT');
+      for (const { id, code } of ids) {
+        this.declared.set(id, now);
+        this.d.onDeclared?.(code);
+      }
+      if (ids.length > 0) this.d.log.info({ count: ids.length }, 'stuck messages declared DEAD');
+      return ids.length;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  private deadRecords(row: Row, deadline: number, now: number): OutRecord[] {
+    const env = envelopeOfRow(row);
+    const expired = env.expire_at !== null && env.expire_at <= now;
+    const error = expired
+      ? new ReachError('EXPIRED', `expired at ${new Date(env.expire_at!).toISOString()}; it was still ${row.status} (attempt ${row.attempt})`)
+      : new ReachError('BUDGET_EXCEEDED', `its time budget ended at ${new Date(deadline).toISOString()}; it was still ${row.status} (attempt ${row.attempt})`);
+    const history = [{ attempt: row.attempt, state: row.status, agent_id: row.agent_id, code: row.code, reason: row.reason, at: row.updated_at.toISOString() }];
+    this.d.log.info({ trace_id: env.trace_id, message_id: env.message_id, state: row.status, code: error.code }, 'stuck message declared DEAD');
+    const out: OutRecord[] = [
+      statusRecord(
+        this.d.codec,
+        {
+          state: 'DEAD',
+          envelope: env,
+          service: this.d.service,
+          instance: this.d.instanceId,
+          attempt: row.attempt,
+          agentId: row.agent_id,
+          parentMessageId: row.parent_message_id,
+          code: error.code,
+          reason: error.message,
+          detail: { swept: true, stuck_in: row.status, budget_deadline: new Date(deadline).toISOString() },
+        },
+        now,
+      ),
+      deadLetterRecord(
+        this.d.codec,
+        { service: this.d.service, error, envelope: env, attempts: row.attempt + 1, history, sourceTopic: TOPICS.status.name },
+        now,
+      ),
+    ];
+    const receipt = receiptRecord(this.d.codec, env, { state: 'DEAD', code: error.code, reason: error.message }, now);
+    if (receipt) out.push(receipt);
+    return out;
+  }
+}

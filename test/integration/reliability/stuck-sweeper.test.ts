@@ -1,0 +1,149 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Producer } from 'kafkajs';
+import { ulid } from 'ulid';
+import { plainKafka, registryClient } from '../../helpers/kafka.js';
+import { adminToken, uniq, urls } from '../../helpers/env.js';
+
+// Issue #4 point 4: "no message is ever stuck in a non-terminal state beyond its budget plus
+// one sweep interval". A lone status event (as if every later stage had lost the message) is
+// written to reach.status.v1 for a fresh message whose created_at lies before its budget; the
+// retry-scheduler's sweeper must declare it DEAD 3005 within one sweep (REACH_STUCK_SWEEP_MS,
+// 5 s) past budget + grace (REACH_STUCK_GRACE_MS, 2 s), plus the tracker's lag, with a
+// BUDGET_EXCEEDED dead letter. A parked NO_ROUTE message (PENDING 2001, no expire_at) is not
+// stuck: it waits for an agent.
+const SWEEP_MS = 5_000;
+const GRACE_MS = 2_000;
+// Tracker batches and the dead-letter service's ingest, on a busy shared stack.
+const LAG_MS = 8_000;
+const TASK_REQUEST_BUDGET_MS = 30_000; // REACH_BUDGET_POLICY default
+
+const kafka = plainKafka();
+const registry = registryClient();
+let producer: Producer;
+let statusSchemaId: number;
+
+beforeAll(async () => {
+  producer = kafka.producer();
+  await producer.connect();
+  statusSchemaId = await registry.getLatestSchemaId('reach.status.v1-value');
+});
+
+afterAll(async () => {
+  await producer?.disconnect();
+});
+
+interface Status {
+  status: string;
+  code?: number | null;
+  attempt?: number;
+}
+
+async function statusOf(id: string): Promise<Status | undefined> {
+  const res = await fetch(`${urls.ingress}/v1/messages/${id}`, { headers: { authorization: `Bearer ${adminToken()}` } });
+  return res.ok ? ((await res.json()) as Status) : undefined;
+}
+
+async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** The one status event a stage would have written before losing track of the message. */
+async function loneStatus(o: { state: 'PENDING' | 'DELIVERING'; createdAt: number; code?: number; agentId?: string }): Promise<string> {
+  const id = `msg_${ulid()}`;
+  const event = {
+    event_id: `evt_${ulid()}`,
+    message_id: id,
+    state: o.state,
+    attempt: 0,
+    at: Date.now(),
+    service: o.state === 'PENDING' ? 'ingress' : 'dispatcher',
+    instance: uniq('it-stuck'),
+    trace_id: uniq('trace'),
+    producer: 'admin',
+    message_type: 'task_request',
+    capability: uniq('rel_stuck').replace(/-/g, '_'),
+    topic: null,
+    target_agent_id: null,
+    agent_id: o.agentId ?? null,
+    parent_message_id: null,
+    code: o.code ?? null,
+    reason: null,
+    detail_json: null,
+    created_at: o.createdAt,
+    expire_at: null,
+    idempotency_key: null,
+    session_id: null,
+    correlation_id: null,
+    request_id: null,
+    reply_to: null,
+    priority: 'NORMAL',
+  };
+  await producer.send({ topic: 'reach.status.v1', acks: -1, messages: [{ key: id, value: await registry.encode(statusSchemaId, event) }] });
+  return id;
+}
+
+async function deadLetter(messageId: string, since: number): Promise<Record<string, unknown> | undefined> {
+  const res = await fetch(`${urls.deadLetter}/v1/dlq?reason=BUDGET_EXCEEDED&since=${since}&limit=1000`, {
+    headers: { authorization: `Bearer ${adminToken()}` },
+  });
+  if (!res.ok) throw new Error(`GET /v1/dlq answered ${res.status}`);
+  const body = (await res.json()) as { entries: Array<Record<string, unknown>> };
+  return body.entries.find((e) => e.message_id === messageId);
+}
+
+describe('stuck-message sweeper (issue #4 point 4, SPEC R-D2)', () => {
+  for (const state of ['PENDING', 'DELIVERING'] as const) {
+    it(`a message left ${state} past its budget is declared DEAD 3005 within one sweep, with a BUDGET_EXCEEDED dead letter`, async () => {
+      const since = Date.now() - 1_000;
+      // Its budget (30 s for task_request) and the grace ended a while ago.
+      const createdAt = Date.now() - TASK_REQUEST_BUDGET_MS - GRACE_MS - 10_000;
+      const id = await loneStatus({ state, createdAt, ...(state === 'DELIVERING' ? { agentId: uniq('it.lost-agent') } : {}) });
+      // First the tracker shows it as the lone event left it …
+      await eventually(`${id} ${state}`, async () => ((await statusOf(id))?.status === state ? true : undefined), LAG_MS);
+      // … then, within one sweep interval (it is already past budget + grace) plus the lag, DEAD.
+      const dead = await eventually(
+        `${id} DEAD`,
+        async () => {
+          const s = await statusOf(id);
+          return s?.status === 'DEAD' ? s : undefined;
+        },
+        SWEEP_MS + GRACE_MS + LAG_MS,
+      );
+      expect(dead.code).toBe(3005);
+      const entry = await eventually(`a dead letter of ${id}`, () => deadLetter(id, since), LAG_MS);
+      expect(entry).toMatchObject({ reason: 'BUDGET_EXCEEDED', code: 3005, service: 'retry-scheduler' });
+    });
+  }
+
+  it('a message still within its budget is left alone until the budget ends, then declared DEAD', async () => {
+    // Budget ends 3 s from now: a sweep before budget + grace must not touch it.
+    const createdAt = Date.now() - TASK_REQUEST_BUDGET_MS + 3_000;
+    const budgetEnd = createdAt + TASK_REQUEST_BUDGET_MS;
+    const id = await loneStatus({ state: 'DELIVERING', createdAt, agentId: uniq('it.slow-agent') });
+    const dead = await eventually(
+      `${id} DEAD`,
+      async () => {
+        const s = await statusOf(id);
+        return s?.status === 'DEAD' ? { ...s, seenAt: Date.now() } : undefined;
+      },
+      budgetEnd - Date.now() + GRACE_MS + SWEEP_MS + LAG_MS,
+    );
+    expect(dead.code).toBe(3005);
+    expect(dead.seenAt).toBeGreaterThanOrEqual(budgetEnd + GRACE_MS);
+  });
+
+  it('a parked NO_ROUTE message (PENDING 2001, no expire_at) is not swept', async () => {
+    const old = Date.now() - TASK_REQUEST_BUDGET_MS - GRACE_MS - 10_000;
+    const parked = await loneStatus({ state: 'PENDING', createdAt: old, code: 2001 });
+    // Written after the parked one: once the sweeper has ended this one, it has also seen the parked one.
+    const stuck = await loneStatus({ state: 'PENDING', createdAt: old });
+    await eventually(`${stuck} DEAD`, async () => ((await statusOf(stuck))?.status === 'DEAD' ? true : undefined), SWEEP_MS + GRACE_MS + LAG_MS);
+    expect(await statusOf(parked)).toMatchObject({ status: 'PENDING', code: 2001 });
+  });
+});
