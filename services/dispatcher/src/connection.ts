@@ -147,20 +147,25 @@ export class AgentConnection {
   }
 
   /**
-   * Frames of one connection are handled in the order the agent sent them: an agent that
-   * sends `result` then `ack` for a message must see the result recorded before the ack
-   * removes the delivery (concurrent handling lost the result). Pings skip the queue.
+   * Frames about the same message are handled in the order the agent sent them: an agent that
+   * sends `result` then `ack` must see the result recorded before the ack removes the delivery
+   * (concurrent handling lost the result). Frames about different messages run concurrently —
+   * serialising a whole connection made acks queue behind each other's Redis round trips.
    */
-  private inbound: Promise<void> = Promise.resolve();
+  private readonly perMessage = new Map<string, Promise<void>>();
   private enqueue(frame: AgentFrame): void {
-    if (frame.type === 'ping') {
+    const messageId = frame.type === 'ack' || frame.type === 'reject' || frame.type === 'result' ? frame.message_id : undefined;
+    if (messageId === undefined) {
       void this.handle(frame);
       return;
     }
-    this.inbound = this.inbound.then(
-      () => this.handle(frame),
-      () => this.handle(frame),
-    );
+    const previous = this.perMessage.get(messageId) ?? Promise.resolve();
+    const run = () => this.handle(frame);
+    const next = previous.then(run, run);
+    this.perMessage.set(messageId, next);
+    void next.finally(() => {
+      if (this.perMessage.get(messageId) === next) this.perMessage.delete(messageId);
+    });
   }
 
   private async hello(f: HelloFrame): Promise<void> {
