@@ -139,7 +139,10 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
   const fatal = (err: unknown): void => {
     log.fatal({ err }, 'fatal error; exiting for a supervised restart');
     process.exitCode = 70;
-    void shutdown('fatal');
+    // Exit explicitly once shut down: a handle left open (a kafkajs reconnect timer, a socket)
+    // would otherwise keep a process with a dead consumer alive, and the supervisor would never
+    // restart it (seen after a broker restart: dead-letter logged "stopped" and stayed unready).
+    void shutdown('fatal').finally(() => process.exit(70));
   };
 
   let shuttingDown: Promise<void> | undefined;
