@@ -25,6 +25,9 @@ interface Waiter {
  * cap, so a thousand waiting requests cost a handful of queries a second, and nothing ever
  * blocks the event loop. A failed query only delays the next look.
  */
+/** How far ahead of its time a waiter may be polled together with one that is due. */
+const COALESCE_MS = 5;
+
 export class ResultWaiter {
   private readonly waiters = new Set<Waiter>();
   private timer: NodeJS.Timeout | undefined;
@@ -76,7 +79,9 @@ export class ResultWaiter {
     this.polling = true;
     try {
       const now = Date.now();
-      const due = [...this.waiters].filter((w) => w.nextAt <= now);
+      // Waiters due within the next few ms ride along: otherwise two waits started a
+      // millisecond apart would stay out of phase and cost a query each, forever.
+      const due = [...this.waiters].filter((w) => w.nextAt <= now + COALESCE_MS);
       let rows: Map<string, MessageRow> | undefined;
       if (due.length > 0) {
         try {
