@@ -5,3 +5,4 @@ export * from './dead-letter.js';
 export * from './service.js';
 export * from './status.js';
 export * from './receipt.js';
+export * from './periodic.js';

@@ -1,3 +1,4 @@
+import { PeriodicJob } from '@reach/service-kit';
 import type { Logger } from '@reach/core';
 import { produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import type { DeadlineClaims } from './deadlines.js';
@@ -30,30 +31,18 @@ export interface DeadlineSweeperDeps {
 }
 
 export class DeadlineSweeper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  private readonly job: PeriodicJob;
 
-  constructor(private readonly d: DeadlineSweeperDeps) {}
-
-  start(): void {
-    const tick = (): void => {
-      if (this.stopped) return;
-      this.running = this.sweep()
-        .then(() => undefined)
-        .catch((err: unknown) => this.d.log.warn({ err }, 'deadline sweep failed; trying again'))
-        .finally(() => {
-          this.running = undefined;
-          if (!this.stopped) this.timer = setTimeout(tick, this.d.intervalMs);
-        });
-    };
-    this.timer = setTimeout(tick, this.d.intervalMs);
+  constructor(private readonly d: DeadlineSweeperDeps) {
+    this.job = new PeriodicJob('deadline sweep', d.intervalMs, () => this.sweep(), d.log);
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running;
+  start(): void {
+    this.job.start();
+  }
+
+  stop(): Promise<void> {
+    return this.job.stop();
   }
 
   /** One round: claims what is due (in batches) and settles it. */

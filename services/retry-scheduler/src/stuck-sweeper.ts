@@ -2,7 +2,7 @@ import { ReachError, type Logger } from '@reach/core';
 import type { Envelope, Priority, SchemaCodec } from '@reach/envelope';
 import { TOPICS, produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import { budgetDeadlineAt, FANOUT_PARENT, type BudgetPolicy } from '@reach/routing';
-import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
+import { deadLetterRecord, receiptRecord, statusRecord, PeriodicJob } from '@reach/service-kit';
 import type { Pool } from '@reach/store';
 
 /**
@@ -98,31 +98,19 @@ export function stuckDeadline(r: Pick<Row, 'status' | 'code' | 'message_type' | 
 }
 
 export class StuckSweeper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  private readonly job: PeriodicJob;
   private readonly declared = new Map<string, number>();
 
-  constructor(private readonly d: StuckSweeperDeps) {}
-
-  start(): void {
-    const tick = (): void => {
-      if (this.stopped) return;
-      this.running = this.sweep()
-        .then(() => undefined)
-        .catch((err: unknown) => this.d.log.warn({ err }, 'stuck-message sweep failed; trying again next interval'))
-        .finally(() => {
-          this.running = undefined;
-          if (!this.stopped) this.timer = setTimeout(tick, this.d.intervalMs);
-        });
-    };
-    this.timer = setTimeout(tick, this.d.intervalMs);
+  constructor(private readonly d: StuckSweeperDeps) {
+    this.job = new PeriodicJob('stuck-message sweep', d.intervalMs, () => this.sweep(), d.log);
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running;
+  start(): void {
+    this.job.start();
+  }
+
+  stop(): Promise<void> {
+    return this.job.stop();
   }
 
   /** One sweep; returns how many messages it declared DEAD. */
