@@ -18,10 +18,23 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts'],
+          exclude: ['test/integration/zz-degradation/**'],
           environment: 'node',
           testTimeout: 60_000,
           hookTimeout: 60_000,
           // One broker on two cores: files share it, so run them one after another.
+          fileParallelism: false,
+        },
+      },
+      {
+        // Fault injection (PostgreSQL/Redis/Kafka outages): run alone, after everything else
+        // (scripts/test.sh runs this project in a second pass), so no other test sees an outage.
+        test: {
+          name: 'degradation',
+          include: ['test/integration/zz-degradation/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
           fileParallelism: false,
         },
       },

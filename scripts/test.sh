@@ -18,4 +18,10 @@ cleanup() { if [ "$started" = 1 ]; then reach down; fi; }
 trap cleanup EXIT INT TERM
 
 pnpm run lint
-pnpm exec vitest run "$@"
+if [ "$#" -gt 0 ]; then
+  pnpm exec vitest run "$@"
+else
+  pnpm exec vitest run --project unit --project integration
+  # outages last, alone: they stop PostgreSQL/Redis/Kafka for a while
+  pnpm exec vitest run --project degradation
+fi
