@@ -1,7 +1,7 @@
 import type { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger, type ReachError } from '@reach/core';
 import { produceAll, toInRecord, type InRecord, type OutRecord } from './records.js';
-import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter } from './group-consumer.js';
+import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter, type ConsumerRetryOptions } from './group-consumer.js';
 
 /**
  * The consume loop every stage runs: decode → handle → produce outputs → commit.
@@ -41,6 +41,11 @@ export interface RunStageOptions {
   commitIntervalMs?: number;
   /** Observes every handled record (for metrics). */
   onRecord?: (outcome: 'ok' | 'poison' | 'retry', record: InRecord, ms: number) => void;
+  /**
+   * Overrides the consumer's kafkajs retry settings. Services leave it unset; the degradation
+   * test uses it to make kafkajs give up on a consumer (no restart) and check onFatal's exit.
+   */
+  consumerRetry?: ConsumerRetryOptions;
 }
 
 export interface RunningStage {
@@ -70,7 +75,7 @@ type Outcome = { kind: 'ok'; out: readonly OutRecord[] } | { kind: 'retry'; erro
 
 export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
   const log = opts.logger.child({ component: 'stage', group: opts.groupId });
-  const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal);
+  const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal, undefined, opts.consumerRetry);
   const committer = new OffsetCommitter(consumer, log, opts.commitIntervalMs);
   const chunkSize = opts.chunkSize ?? 500;
   const concurrency = opts.concurrency ?? 1;

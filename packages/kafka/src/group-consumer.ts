@@ -1,4 +1,4 @@
-import type { Consumer, Kafka } from 'kafkajs';
+import type { Consumer, Kafka, RetryOptions } from 'kafkajs';
 import type { Logger } from '@reach/core';
 
 /**
@@ -12,14 +12,24 @@ export const DEFAULT_PARTITION_CONCURRENCY = 8;
  * (a consumer kafkajs will not restart makes the process exit for a supervised restart instead
  * of living on with a dead consumer), and offset commits.
  */
-export function createStageConsumer(kafka: Kafka, groupId: string, log: Logger, onFatal: (error: Error) => void, maxWaitTimeInMs = 100): Consumer {
+/** kafkajs consumer retry settings, including whether a crashed consumer is restarted. */
+export type ConsumerRetryOptions = RetryOptions & { restartOnFailure?: (error: Error) => Promise<boolean> };
+
+export function createStageConsumer(
+  kafka: Kafka,
+  groupId: string,
+  log: Logger,
+  onFatal: (error: Error) => void,
+  maxWaitTimeInMs = 100,
+  retry: ConsumerRetryOptions = {},
+): Consumer {
   const consumer = kafka.consumer({
     groupId,
     allowAutoTopicCreation: false,
     sessionTimeout: 30_000,
     heartbeatInterval: 3_000,
     maxWaitTimeInMs,
-    retry: { retries: 10, initialRetryTime: 300, maxRetryTime: 10_000 },
+    retry: { retries: 10, initialRetryTime: 300, maxRetryTime: 10_000, ...retry },
   });
   consumer.on(consumer.events.CRASH, (event) => {
     const { error, restart } = event.payload as { error: Error; restart: boolean };

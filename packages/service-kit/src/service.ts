@@ -36,6 +36,11 @@ export interface ServiceDefinition<K extends OptionKey> {
   required?: readonly K[];
   postgres?: boolean;
   redis?: boolean;
+  /**
+   * Per-command timeout (ms) of ctx.redis; unset: commands wait for Redis. Services whose Redis
+   * calls all have a fallback set it so a stalled Redis costs a short delay, not the whole stall.
+   */
+  redisCommandTimeoutMs?: number;
   start(ctx: ServiceContext<K>): Promise<void>;
 }
 
@@ -194,7 +199,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
     }
     let redis: Redis | undefined;
     if (def.redis) {
-      redis = createRedis(config.redisUrl, log);
+      redis = createRedis(config.redisUrl, log, def.redisCommandTimeoutMs === undefined ? {} : { commandTimeoutMs: def.redisCommandTimeoutMs });
       const client = redis;
       cleanups.push(async () => {
         await client.quit();

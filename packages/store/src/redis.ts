@@ -23,6 +23,12 @@ export interface RedisClientOptions {
   connectionName?: string;
   /** Do not connect until the first command (or `connect()`). */
   lazyConnect?: boolean;
+  /**
+   * Fail a command that has no reply after this long (ms; unset: wait forever). A connected
+   * but stalled Redis (paused, overloaded) never drops the socket, so without it a caller with
+   * a fallback would wait for the stall to end instead of using the fallback.
+   */
+  commandTimeoutMs?: number;
 }
 
 /** Reconnect delay: 100 ms doubling per attempt, capped. Exported for tests. */
@@ -46,6 +52,7 @@ export function createRedis(url: string, logger: Logger, opts: RedisClientOption
     reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
   };
   if (opts.connectionName) options.connectionName = opts.connectionName;
+  if (opts.commandTimeoutMs !== undefined) options.commandTimeout = opts.commandTimeoutMs;
   const redis = new Redis(url, options);
 
   // While Redis is down ioredis emits 'error' on every reconnect attempt; log the first of a

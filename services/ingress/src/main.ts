@@ -62,5 +62,8 @@ await runService({
   required: ['tokenSecret'],
   postgres: true,
   redis: true,
+  // Redis only holds idempotency keys here, and PostgreSQL decides when Redis cannot: a stalled
+  // Redis must fall back within a second, not hold every keyed request for the stall.
+  redisCommandTimeoutMs: 1_000,
   start,
 });

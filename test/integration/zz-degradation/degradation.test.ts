@@ -1,18 +1,21 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
 import { ulid } from 'ulid';
 import { startTestAgent, stopTestAgents, uniqueName } from '@reach/sdk/testing';
-import { adminToken, uniq, urls } from '../../helpers/env.js';
+import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { TopicTap, plainKafka, registryClient } from '../../helpers/kafka.js';
 import { registerProducer, type ProducerAgent } from '../ingress/producer-agent.js';
 
 // SPEC R-D12, proven by fault injection against the real local stack: PostgreSQL stopped for
-// 30 s. (Redis-blocked and Kafka-restart scenarios are not here yet: Redis refuses DEBUG SLEEP,
-// and the broker restart exposed a service-kit fatal-path bug, now fixed, not yet re-verified.)
+// 30 s; Redis stalled for 30 s (CLIENT PAUSE ALL: connections stay up and every command waits,
+// the nastiest form of "unreachable" since no client sees an error; Redis here refuses DEBUG
+// SLEEP); the Kafka broker restarted; and a consumer kafkajs will not restart ending its process.
 // These tests disturb servers every other test shares, so they live in this one file (the `zz-`
-// folder runs after the others) and every disturbance is undone in a finally.
+// folder runs after the others) and every disturbance is undone in a finally. The broker
+// restart goes last: it also disturbs this file's own Kafka clients.
 const OUTAGE_MS = 30_000;
 const kafka = plainKafka();
 const registry = registryClient();
@@ -71,7 +74,7 @@ let envelopeSchemaId: number;
 let statuses: TopicTap<StatusEvent>;
 
 /** A reach.v1.Envelope written to reach.ingress.v1 the way an outside agent does (DESIGN §2). */
-async function sendViaKafka(capability: string, n: number): Promise<string> {
+async function sendViaKafka(capability: string, n: number, idempotencyKey: string | null = null): Promise<string> {
   const messageId = `msg_${ulid()}`;
   const env = {
     message_id: messageId,
@@ -82,7 +85,7 @@ async function sendViaKafka(capability: string, n: number): Promise<string> {
     producer: producerAgent.agentId,
     trace_id: uniq('trace'),
     request_id: null,
-    idempotency_key: null,
+    idempotency_key: idempotencyKey,
     session_id: null,
     correlation_id: null,
     reply_to: null,
@@ -108,10 +111,10 @@ async function sendViaKafka(capability: string, n: number): Promise<string> {
 type HttpOutcome = { kind: 'accepted'; id: string; status: number } | { kind: 'refused'; status: number; code: unknown; body: string };
 
 /** POST /v1/messages: accepted (202, with its id) or refused (the error body, which must carry a code). */
-async function sendViaHttp(capability: string, n: number): Promise<HttpOutcome> {
+async function sendViaHttp(capability: string, n: number, idempotencyKey?: string): Promise<HttpOutcome> {
   const res = await fetch(`${urls.ingress}/v1/messages`, {
     method: 'POST',
-    headers: { ...auth(), 'content-type': 'application/json' },
+    headers: { ...auth(), 'content-type': 'application/json', ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}) },
     body: JSON.stringify({ capability, message_type: 'task_request', payload: { n } }),
     signal: AbortSignal.timeout(OUTAGE_MS + 30_000),
   });
@@ -138,6 +141,48 @@ function pgAnswers(): boolean {
   } catch {
     return false;
   }
+}
+
+/** redis-cli against the stack's Redis; throws when Redis does not answer within `timeoutMs`. */
+function redisCli(args: readonly string[], timeoutMs = 5_000): string {
+  return execFileSync('redis-cli', ['-u', stack.redisUrl, ...args], { stdio: 'pipe', timeout: timeoutMs })
+    .toString()
+    .trim();
+}
+function redisAnswers(): boolean {
+  try {
+    return redisCli(['PING'], 1_500) === 'PONG';
+  } catch {
+    return false;
+  }
+}
+
+const SERVICE_PORTS = [7410, 7411, 7412, 7413, 7414, 7415, 7416];
+async function readyzStatus(port: number): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(3_000) }).catch(() => undefined);
+  return res?.status ?? 0;
+}
+
+/** Runs fatal-crash-child.mjs; resolves with its exit code and output (or null on timeout). */
+function runCrashChild(topic: string, groupId: string, timeoutMs: number): Promise<{ code: number | null; signal: string | null; out: string }> {
+  const script = fileURLToPath(new URL('./fatal-crash-child.mjs', import.meta.url));
+  const child = spawn(process.execPath, [script, stack.brokers.join(','), topic, groupId], {
+    cwd: fileURLToPath(new URL('.', import.meta.url)),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      resolve({ code: null, signal: 'timeout', out });
+    }, timeoutMs);
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, out });
+    });
+  });
 }
 
 beforeAll(async () => {
@@ -187,4 +232,100 @@ describe('degradation under dependency outages (SPEC R-D12)', () => {
       await eventually('postgres answering', async () => pgAnswers(), 30_000);
     }
   }, 150_000);
+  it('Redis stalled for 30 s: keyed messages over Kafka and HTTP are answered at once (PostgreSQL decides) and all end DELIVERED', async () => {
+    const capability = cap('redis');
+    const agent = await startTestAgent({ handlers: { [capability]: async (m) => ({ echo: m.message_id }) } });
+    let paused = false;
+    try {
+      // Idempotency keys make ingress consult Redis on every message (its only Redis use).
+      expect(redisCli(['CLIENT', 'PAUSE', String(OUTAGE_MS), 'ALL'])).toBe('OK');
+      paused = true;
+      expect(redisAnswers()).toBe(false);
+      const kafkaIds: string[] = [];
+      for (let i = 0; i < 4; i++) kafkaIds.push(await sendViaKafka(capability, i, uniq('idem')));
+      const http = await Promise.all([0, 1, 2, 3].map((i) => sendViaHttp(capability, 100 + i, uniq('idem'))));
+      // Answered while Redis still stalls: a request never waits out the outage.
+      expect(redisAnswers()).toBe(false);
+      for (const o of http) if (o.kind === 'refused') expect({ status: o.status, code: o.code }).toEqual({ status: 503, code: 5002 });
+      const ids = [...kafkaIds, ...http.flatMap((o) => (o.kind === 'accepted' ? [o.id] : []))];
+      expect(ids.length).toBeGreaterThan(kafkaIds.length);
+
+      await eventually('Redis answering again', async () => redisAnswers(), OUTAGE_MS + 15_000);
+      paused = false;
+      await allDelivered(ids, 60_000);
+      for (const id of ids)
+        expect(
+          agent.received.some((m) => m.message_id === id),
+          `${id} received by the agent`,
+        ).toBe(true);
+    } finally {
+      if (paused) {
+        try {
+          redisCli(['CLIENT', 'UNPAUSE'], 2_000);
+        } catch {
+          // CLIENT PAUSE ALL may hold this command too; the pause ends by itself after OUTAGE_MS.
+        }
+      }
+      await eventually('Redis answering', async () => redisAnswers(), OUTAGE_MS + 15_000);
+    }
+  }, 150_000);
+
+  it('a consumer kafkajs will not restart makes its process exit (code 70) instead of living on without a consumer', async () => {
+    const topic = uniq('deg-fatal');
+    const groupId = uniq('deg-fatal-group');
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      await admin.createTopics({ topics: [{ topic, numPartitions: 1, replicationFactor: 1 }], waitForLeaders: true });
+      await producer.send({ topic, acks: -1, messages: [{ key: 'k', value: 'always fails' }] });
+      const { code, signal, out } = await runCrashChild(topic, groupId, 60_000);
+      expect({ code, signal }, out).toEqual({ code: 70, signal: null });
+      expect(out).toContain('handled');
+      expect(out).toMatch(/fatal: /);
+    } finally {
+      await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+      await admin.deleteGroups([groupId]).catch(() => undefined);
+      await admin.disconnect();
+    }
+  }, 90_000);
+
+  it('Kafka broker restarted: every service is ready again by itself, messages accepted just before are not lost, and a message sent after is DELIVERED', async () => {
+    const capability = cap('kafka');
+    const agent = await startTestAgent({ handlers: { [capability]: async (m) => ({ echo: m.message_id }) } });
+    const before: string[] = [];
+    for (let i = 0; i < 3; i++) before.push(await sendViaKafka(capability, i));
+    for (let i = 0; i < 3; i++) {
+      const o = await sendViaHttp(capability, 100 + i);
+      expect(o.kind, JSON.stringify(o)).toBe('accepted');
+      if (o.kind === 'accepted') before.push(o.id);
+    }
+    // SIGTERM to the broker; the supervisor starts it again. Returns once the old one is gone.
+    execFileSync(process.execPath, ['packages/cli/dist/bin.js', 'restart', 'kafka'], { stdio: 'pipe', timeout: 90_000 });
+
+    const seen = new Map<number, number>();
+    try {
+      await eventually(
+        'every service /readyz 200',
+        async () => {
+          const st = await Promise.all(SERVICE_PORTS.map(readyzStatus));
+          SERVICE_PORTS.forEach((p, i) => seen.set(p, st[i]!));
+          return st.every((s) => s === 200);
+        },
+        90_000,
+      );
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; last /readyz: ${JSON.stringify(Object.fromEntries(seen))}`);
+    }
+
+    const after: string[] = [await sendViaKafka(capability, 10)];
+    const o = await sendViaHttp(capability, 110);
+    expect(o.kind, JSON.stringify(o)).toBe('accepted');
+    if (o.kind === 'accepted') after.push(o.id);
+    await allDelivered([...before, ...after], 90_000);
+    for (const id of [...before, ...after])
+      expect(
+        agent.received.some((m) => m.message_id === id),
+        `${id} received by the agent`,
+      ).toBe(true);
+  }, 240_000);
 });
