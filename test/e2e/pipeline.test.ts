@@ -4,6 +4,7 @@ import { NonRetryableError, newMessageId } from '@reach/core';
 import { startTestAgent, stopTestAgents, testClient, uniqueName } from '@reach/sdk/testing';
 import { adminToken, urls } from '../helpers/env.js';
 import { plainKafka, registryClient } from '../helpers/kafka.js';
+import { eventually } from '../helpers/wait.js';
 
 // The whole pipeline, end to end, against the running stack: outside clients (a plain kafkajs
 // producer, HTTP) → ingress → router → dispatcher → SDK agents on WebSockets → acks/results →
@@ -20,16 +21,6 @@ interface Status {
 }
 interface Timeline {
   events: Array<{ state: string; service: string; agent_id?: string | null; code?: number | null; detail?: Record<string, unknown> | null }>;
-}
-
-async function eventually<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 async function get<T>(path: string): Promise<T | undefined> {

@@ -3,6 +3,7 @@ import type { Producer } from 'kafkajs';
 import { uniqueName } from '@reach/sdk/testing';
 import { adminToken, urls } from '../../helpers/env.js';
 import { registryClient } from '../../helpers/kafka.js';
+import { eventually as waitEventually } from '../../helpers/wait.js';
 
 /** Helpers of the dead-letter tests: the admin API, polling, and records an outside client would produce. */
 export interface Entry {
@@ -36,14 +37,9 @@ export async function api<T = unknown>(
   return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
 }
 
-export async function eventually<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
+/** The shared poller with this folder's patience (dead letters pass through three services). */
+export function eventually<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
+  return waitEventually(what, probe, timeoutMs, 150);
 }
 
 export async function entry(id: string): Promise<Entry | undefined> {

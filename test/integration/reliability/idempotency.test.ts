@@ -7,6 +7,7 @@ import { startTestAgent, stopTestAgents, testClient, type TestAgent } from '@rea
 import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
 import { registerProducer, type ProducerAgent } from '../ingress/producer-agent.js';
+import { eventually } from '../../helpers/wait.js';
 
 // Issue #4 point 7 (SPEC R-D5, R-D6, R-G2): a duplicate produce, a retried HTTP submit, a
 // redelivery after a missed ack — a handler using the SDK runs at most once per idempotency key
@@ -46,18 +47,6 @@ interface Status {
 async function statusOf(id: string): Promise<Status | undefined> {
   const res = await fetch(`${urls.ingress}/v1/messages/${id}`, { headers: { authorization: `Bearer ${adminToken()}` } });
   return res.ok ? ((await res.json()) as Status) : undefined;
-}
-
-async function eventually<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await Promise.resolve()
-      .then(probe)
-      .catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 const reaches = (id: string, state: string) => eventually(`${id} ${state}`, async () => ((await statusOf(id))?.status === state ? statusOf(id) : undefined));

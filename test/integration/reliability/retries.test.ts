@@ -3,6 +3,7 @@ import { NonRetryableError } from '@reach/core';
 import { startTestAgent, stopTestAgents, testClient, uniqueName } from '@reach/sdk/testing';
 import { adminToken, urls } from '../../helpers/env.js';
 import { TopicTap, plainKafka } from '../../helpers/kafka.js';
+import { eventually } from '../../helpers/wait.js';
 
 // Retries, ack deadlines, failover and time budgets against the running stack (SPEC R-B9,
 // R-D2, R-D3, R-D4, R-D6): SDK agents on real WebSockets, real Kafka topics watched by taps.
@@ -38,16 +39,6 @@ interface RetryRequest {
   attempt: number;
   not_before: number;
   exclude_agent_ids: string[];
-}
-
-async function eventually<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 async function statusOf(id: string): Promise<Status | undefined> {

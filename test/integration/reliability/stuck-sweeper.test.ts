@@ -3,6 +3,7 @@ import type { Producer } from 'kafkajs';
 import { ulid } from 'ulid';
 import { plainKafka, registryClient } from '../../helpers/kafka.js';
 import { adminToken, uniq, urls } from '../../helpers/env.js';
+import { eventually } from '../../helpers/wait.js';
 
 // Issue #4 point 4: "no message is ever stuck in a non-terminal state beyond its budget plus
 // one sweep interval". A lone status event (as if every later stage had lost the message) is
@@ -41,16 +42,6 @@ interface Status {
 async function statusOf(id: string): Promise<Status | undefined> {
   const res = await fetch(`${urls.ingress}/v1/messages/${id}`, { headers: { authorization: `Bearer ${adminToken()}` } });
   return res.ok ? ((await res.json()) as Status) : undefined;
-}
-
-async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 /** The one status event a stage would have written before losing track of the message. */

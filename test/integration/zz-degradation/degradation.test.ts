@@ -8,6 +8,7 @@ import { startTestAgent, stopTestAgents, uniqueName } from '@reach/sdk/testing';
 import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { TopicTap, plainKafka, registryClient } from '../../helpers/kafka.js';
 import { registerProducer, type ProducerAgent } from '../ingress/producer-agent.js';
+import { eventually } from '../../helpers/wait.js';
 
 // SPEC R-D12, proven by fault injection against the real local stack: PostgreSQL stopped for
 // 30 s; Redis stalled for 30 s (CLIENT PAUSE ALL: connections stay up and every command waits,
@@ -33,16 +34,6 @@ interface StatusEvent {
   at: number;
   service: string;
   code: number | null;
-}
-
-async function eventually<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(200);
-  }
 }
 
 async function statusOf(id: string): Promise<Status | undefined> {
