@@ -27,8 +27,9 @@ const COLUMNS: readonly Column[] = [
 
 /**
  * One multi-row statement per batch, one array parameter per column (the parameter count never
- * depends on the batch size). A record read again after a crash conflicts on its dlq_id or its
- * source position and is skipped, so every dead letter is stored once.
+ * depends on the batch size). A record read again after a crash conflicts on its dlq_id and is
+ * skipped, so every dead letter is stored once. (Source positions are not unique over time:
+ * migration 005.)
  */
 export const INSERT_SQL = `
 INSERT INTO dead_letters (${COLUMNS.map(([n]) => n).join(', ')}, updated_at)

@@ -66,6 +66,17 @@ describe('dead-letter store and admin API', () => {
     expect((await entriesOf(capability)).map((e) => e.dlq_id).sort()).toEqual([id, marker].sort());
   });
 
+  // Regression: source positions repeat after a topic is recreated or a cluster rebuilt (offsets
+  // start again at 0); a unique index on them silently dropped new dead letters.
+  it('stores two different dead letters that name the same source position (regression: source position is not unique)', async () => {
+    const capability = cap('samepos');
+    const position = { partition: 2, offset: 4242 };
+    const a = await sendDeadLetter(producer, envelope(capability), 'REJECTED', 3003, 0, undefined, position);
+    const b = await sendDeadLetter(producer, envelope(capability), 'REJECTED', 3003, 0, undefined, position);
+    await eventually('both entries', async () => ((await entriesOf(capability)).length === 2 ? true : undefined));
+    expect((await entriesOf(capability)).map((e) => e.dlq_id).sort()).toEqual([a, b].sort());
+  });
+
   it('parks a no-route message with expire_at and redrives it when an SDK agent offering the capability registers → DELIVERED as a new attempt', async () => {
     const capability = cap('later');
     const sent = await client.submit({ capability, payload: { hello: 'later' }, expire_at: Date.now() + 120_000 });

@@ -115,6 +115,7 @@ export async function sendDeadLetter(
   code: number,
   attempts = 0,
   dlqId: string = newId('dlq'),
+  source: { partition: number; offset: number } = { partition: -1, offset: -1 },
 ): Promise<string> {
   const registry = registryClient();
   const value = await registry.encode(await registry.getLatestSchemaId('reach.dlq.v1-value'), {
@@ -126,8 +127,8 @@ export async function sendDeadLetter(
     at: Date.now(),
     service: 'test',
     source_topic: 'reach.routed.v1',
-    source_partition: -1,
-    source_offset: -1,
+    source_partition: source.partition,
+    source_offset: source.offset,
     attempts,
     producer: env.producer,
     trace_id: env.trace_id,
