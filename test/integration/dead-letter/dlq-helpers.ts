@@ -1,9 +1,10 @@
-import { newId, newMessageId } from '@reach/core';
+import { newId } from '@reach/core';
 import type { Producer } from 'kafkajs';
 import { uniqueName } from '@reach/sdk/testing';
 import { adminToken, urls } from '../../helpers/env.js';
 import { registryClient } from '../../helpers/kafka.js';
 import { eventually as waitEventually } from '../../helpers/wait.js';
+import { testEnvelope } from '../../helpers/envelope.js';
 
 /** Helpers of the dead-letter tests: the admin API, polling, and records an outside client would produce. */
 export interface Entry {
@@ -70,31 +71,7 @@ export const cap = (what: string) => uniqueName(`dlq_${what}`).replace(/-/g, '_'
 
 /** An envelope in its Avro form (as a plain kafkajs producer builds it), sent by the admin. */
 export function envelope(capability: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    message_id: newMessageId(),
-    message_type: 'task_request',
-    capability,
-    topic: null,
-    target_agent_id: null,
-    producer: 'admin',
-    trace_id: uniqueName('trace').replace(/-/g, ''),
-    request_id: null,
-    idempotency_key: null,
-    session_id: null,
-    correlation_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-    tags: [],
-    retryable: true,
-    timeout_ms: null,
-    created_at: Date.now(),
-    expire_at: null,
-    schema_version: 1,
-    content_type: 'application/json',
-    payload: Buffer.from(JSON.stringify({ n: 1 })),
-    headers: {},
-    ...extra,
-  };
+  return testEnvelope({ capability, trace_id: uniqueName('trace').replace(/-/g, ''), ...extra });
 }
 
 /** Sends an envelope to reach.ingress.v1 with the admin token (DESIGN §2). */

@@ -7,6 +7,7 @@ import { ulid } from 'ulid';
 import WebSocket from 'ws';
 import { signToken } from '@reach/core';
 import { adminToken, tokenSecret, uniq, urls } from '../../helpers/env.js';
+import { testEnvelope } from '../../helpers/envelope.js';
 
 /**
  * Outside-client helpers for the dispatcher's integration tests: agent tokens signed with the
@@ -121,31 +122,7 @@ export class Router {
   }
 
   envelope(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-    return {
-      message_id: `msg_${ulid()}`,
-      message_type: 'task_request',
-      capability: 'it_dispatch',
-      topic: null,
-      target_agent_id: null,
-      producer: 'it.sender',
-      trace_id: uniq('trace'),
-      request_id: null,
-      idempotency_key: null,
-      session_id: null,
-      correlation_id: null,
-      reply_to: null,
-      priority: 'NORMAL',
-      tags: [],
-      retryable: true,
-      timeout_ms: null,
-      created_at: Date.now(),
-      expire_at: null,
-      schema_version: 1,
-      content_type: 'application/json',
-      payload: Buffer.from(JSON.stringify({ n: 1 })),
-      headers: {},
-      ...overrides,
-    };
+    return testEnvelope({ capability: 'it_dispatch', producer: 'it.sender', ...overrides });
   }
 
   /** Routes one message to `agent`; returns its envelope. */

@@ -3,10 +3,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
-import { ulid } from 'ulid';
 import { plainKafka, registryClient } from '../../helpers/kafka.js';
 import { uniq, urls } from '../../helpers/env.js';
 import { StampedTap, type Stamped } from '../retry-scheduler/stamped-tap.js';
+import { testEnvelope } from '../../helpers/envelope.js';
 
 // Issue #4 point 2: a backoff delay survives a restart of the real retry-scheduler service.
 // delay-stage.test.ts proves the mechanism (paused partition + committed offset) on a private
@@ -33,30 +33,7 @@ afterAll(async () => {
 });
 
 function envelope(capability: string): Record<string, unknown> {
-  return {
-    message_id: `msg_${ulid()}`,
-    message_type: 'task_request',
-    capability,
-    topic: null,
-    target_agent_id: null,
-    producer: 'admin',
-    trace_id: uniq('trace'),
-    request_id: null,
-    idempotency_key: null,
-    session_id: null,
-    correlation_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-    tags: [],
-    retryable: true,
-    timeout_ms: null,
-    created_at: Date.now(),
-    expire_at: null,
-    schema_version: 1,
-    content_type: 'application/json',
-    payload: Buffer.from('{}'),
-    headers: {},
-  };
+  return testEnvelope({ capability, payload: Buffer.from('{}') });
 }
 
 /** A failed attempt 0 waiting for its backoff, as the dispatcher writes it. */

@@ -1,7 +1,7 @@
 import type { Producer } from 'kafkajs';
 import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
-import { ulid } from 'ulid';
 import { uniq } from '../../helpers/env.js';
+import { testEnvelope } from '../../helpers/envelope.js';
 
 /**
  * Plays the registry and the dispatcher for the router's integration tests: writes AgentRecord
@@ -118,31 +118,7 @@ export class FakeRegistry {
 }
 
 export function envelope(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    message_id: `msg_${ulid()}`,
-    message_type: 'task_request',
-    capability: null,
-    topic: null,
-    target_agent_id: null,
-    producer: uniq('it.producer'),
-    trace_id: uniq('trace'),
-    request_id: null,
-    idempotency_key: null,
-    session_id: null,
-    correlation_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-    tags: [],
-    retryable: true,
-    timeout_ms: null,
-    created_at: Date.now(),
-    expire_at: null,
-    schema_version: 1,
-    content_type: 'application/json',
-    payload: Buffer.from('{"it":true}'),
-    headers: {},
-    ...overrides,
-  };
+  return testEnvelope({ producer: uniq('it.producer'), payload: Buffer.from('{"it":true}'), ...overrides });
 }
 
 /**
