@@ -75,6 +75,22 @@ export const TOPICS = {
     retentionMs: -1,
     description: 'which dispatcher instance holds each agent (compacted, key agent_id)',
   },
+  grants: {
+    name: 'reach.grants.v1',
+    schema: 'reach.v1.Grant',
+    compacted: true,
+    retentionMs: -1,
+    partitions: 1,
+    description: 'cross-domain grants from the registry (compacted, key grant_id; tombstone = revoked)',
+  },
+  alerts: {
+    name: 'reach.alerts.v1',
+    schema: 'reach.v1.Alert',
+    compacted: false,
+    retentionMs: 14 * DAY,
+    partitions: 1,
+    description: 'operator alerts (rule fallback notify_admin, DLQ sweeps), also logged',
+  },
 } as const satisfies Record<string, TopicSpec>;
 
 export type TopicKey = keyof typeof TOPICS;

@@ -40,6 +40,24 @@ export interface AgentRecord {
 export type AgentStatus = 'ONLINE' | 'COOLDOWN' | 'OFFLINE';
 export const AgentStatusValues = ['ONLINE', 'COOLDOWN', 'OFFLINE'] as const;
 
+/** An operator-facing alert event on reach.alerts.v1 (e.g. a ReachRule fallback notify_admin, DLQ entries swept to DEAD). Also logged at error level by the emitting service. */
+export interface Alert {
+  alert_id: string;
+  /** NO_AVAILABLE_AGENT, DLQ_SWEPT_DEAD, … */
+  kind: string;
+  /** P1 (page), P2 (ticket), P3 (info) */
+  severity: string;
+  service: string;
+  /** one human sentence: what happened and what to do */
+  summary: string;
+  message_id: null | string;
+  trace_id: null | string;
+  capability: null | string;
+  rule: null | string;
+  labels: Record<string, string>;
+  at: number;
+}
+
 export interface Capability {
   name: string;
   version: null | string;
@@ -118,6 +136,17 @@ export interface Envelope {
   /** opaque, at most 256 KiB */
   payload: Buffer;
   headers: Record<string, string>;
+}
+
+/** A cross-domain delivery grant (SPEC R-A8) on the compacted reach.grants.v1, key = grant_id (from_domain|to_domain|capability or *). Written by the registry after PostgreSQL; a tombstone revokes it. Routers keep a local view. */
+export interface Grant {
+  grant_id: string;
+  from_domain: string;
+  to_domain: string;
+  /** name@major; null = every capability */
+  capability: null | string;
+  created_by: null | string;
+  created_at: number;
 }
 
 export type MessageState = 'PENDING' | 'ROUTED' | 'DELIVERING' | 'DELIVERED' | 'REJECTED' | 'DEAD';
