@@ -5,7 +5,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import importX from 'eslint-plugin-import-x';
 
-const SERVICES = ['ingress', 'registry', 'router', 'dispatcher', 'retry-scheduler', 'dead-letter', 'tracker'];
+const SERVICES = ['ingress', 'registry', 'router', 'dispatcher', 'retry-scheduler', 'dead-letter', 'tracker', 'console'];
 
 export default tseslint.config(
   { ignores: ['**/dist/**', '**/node_modules/**', '.reach/**', 'test-artifacts/**', 'packages/envelope/src/generated/**'] },

@@ -18,5 +18,9 @@ for tool in java mvn; do
   command -v "$tool" >/dev/null 2>&1 || echo "! $tool is not installed: reach up needs Java 17+ and Maven to fetch and run Kafka" >&2
 done
 
+# promtool and docker-compose for the deployment tests (Debian packages; never fails the setup)
+sh scripts/ensure-tools.sh
+
+sh scripts/ensure-chromium.sh
 pnpm install --frozen-lockfile --prefer-offline >&2
 pnpm run build >&2

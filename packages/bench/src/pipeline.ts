@@ -1,18 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import WebSocket from 'ws';
 import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import { newMessageId } from '@reach/core';
 import { SchemaCodec, type StatusEvent } from '@reach/envelope';
 import { TOPICS, valueSubject, type Kafka } from '@reach/kafka';
 import { drive, Samples } from './stats.js';
 import type { LoopResult } from './raw.js';
+import { benchEnvelope, connectAgent, deregister, heartbeats, raiseQuota, register, type StackEndpoints } from './stack.js';
 
-export interface PipelineOptions {
+export interface PipelineOptions extends StackEndpoints {
   kafka: Kafka;
-  registryUrl: string;
-  wsUrl: string;
   schemaRegistryUrl: string;
-  adminToken: string;
   agents: number;
   producers: number;
   rate: number;
@@ -21,46 +18,12 @@ export interface PipelineOptions {
   payloadBytes: number;
 }
 
-interface Registered {
-  agent_id: string;
-  token: string;
-  heartbeat_interval_ms: number;
-}
-
-async function register(opts: PipelineOptions, body: Record<string, unknown>): Promise<Registered> {
-  const res = await fetch(`${opts.registryUrl}/v1/agents`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${opts.adminToken}` },
-    body: JSON.stringify(body),
-  });
-  if (res.status !== 201) throw new Error(`registering ${String(body.agent_id)} failed: ${res.status} ${await res.text()}`);
-  return (await res.json()) as Registered;
-}
-
-/** A simulated agent speaking DESIGN §4 directly: hello, then ack every delivery at once. */
-async function connectAgent(opts: PipelineOptions, reg: Registered, onDeliver: (createdAt: number) => void): Promise<WebSocket> {
-  const ws = new WebSocket(opts.wsUrl, { headers: { authorization: `Bearer ${reg.token}` } });
-  await new Promise<void>((resolve, reject) => {
-    ws.once('open', () => ws.send(JSON.stringify({ type: 'hello', agent_id: reg.agent_id, token: reg.token })));
-    ws.once('error', reject);
-    ws.on('message', (data) => {
-      const frame = JSON.parse(String(data)) as { type: string; seq?: number; message?: { message_id: string; created_at: string }; ts?: number };
-      if (frame.type === 'welcome') resolve();
-      else if (frame.type === 'deliver' && frame.message) {
-        onDeliver(Date.parse(frame.message.created_at));
-        ws.send(JSON.stringify({ type: 'ack', seq: frame.seq, message_id: frame.message.message_id }));
-      } else if (frame.type === 'ping') ws.send(JSON.stringify({ type: 'pong', ts: frame.ts }));
-    });
-  });
-  return ws;
-}
-
 /**
  * The pipeline under load: N agents on WebSockets offering one capability, M producers writing
  * framed envelopes to reach.ingress.v1 at a fixed total rate. Measures send → agent receive
  * (at the agent) and send → DELIVERED (the dispatcher's status event after the ack).
  */
-export async function pipelineLoop(opts: PipelineOptions): Promise<{ receive: LoopResult; delivered: LoopResult }> {
+export async function pipelineLoop(opts: PipelineOptions): Promise<{ receive: LoopResult; delivered: LoopResult; quota: string }> {
   const run = randomBytes(3).toString('hex');
   const capability = `bench_echo_${run}`;
   const registry = new SchemaRegistry({ host: opts.schemaRegistryUrl });
@@ -94,25 +57,21 @@ export async function pipelineLoop(opts: PipelineOptions): Promise<{ receive: Lo
     metadata: { max_concurrency: 1 },
     ttl_s: 60,
   });
+  // Well above the target rate: the quota must never be what limits the benchmark.
+  const quota = await raiseQuota(opts, producerAgent.agent_id, opts.rate > 0 ? Math.max(1000, opts.rate * 2) : 1_000_000);
   const sockets = await Promise.all(
     agents.map((a) =>
-      connectAgent(opts, a, (createdAt) => {
+      connectAgent(opts, a, (frame, answer) => {
+        const createdAt = Date.parse(frame.message.created_at);
         if (createdAt >= measureFrom) {
           received++;
           receive.add(Date.now() - createdAt);
         }
+        answer();
       }),
     ),
   );
-  const heartbeats = setInterval(() => {
-    for (const a of [...agents, producerAgent]) {
-      void fetch(`${opts.registryUrl}/v1/agents/${a.agent_id}/heartbeat`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${a.token}` },
-        body: JSON.stringify({ current_load: 0, queue_length: 0, avg_latency_ms: 1, health: 1 }),
-      }).catch(() => undefined);
-    }
-  }, 20_000);
+  const stopHeartbeats = heartbeats(opts, [...agents, producerAgent]);
 
   // Watch DELIVERED events from "now" on.
   const admin = opts.kafka.admin();
@@ -162,30 +121,7 @@ export async function pipelineLoop(opts: PipelineOptions): Promise<{ receive: Lo
           const id = newMessageId(now);
           sentAt.set(id, now);
           if (now >= measureFrom) measuredSent++;
-          const env = {
-            message_id: id,
-            message_type: 'task_request',
-            capability,
-            topic: null,
-            target_agent_id: null,
-            producer: producerAgent.agent_id,
-            trace_id: randomBytes(16).toString('hex'),
-            request_id: null,
-            idempotency_key: null,
-            session_id: null,
-            correlation_id: null,
-            reply_to: null,
-            priority: 'NORMAL',
-            tags: [],
-            retryable: true,
-            timeout_ms: null,
-            created_at: now,
-            expire_at: null,
-            schema_version: 1,
-            content_type: 'application/json',
-            payload,
-            headers: {},
-          };
+          const env = benchEnvelope({ id, now, capability, producer: producerAgent.agent_id, priority: 'NORMAL', payload });
           return { key: id, value: await registry.encode(ingressId, env), headers: { 'reach-token': producerAgent.token } };
         }),
       );
@@ -200,18 +136,16 @@ export async function pipelineLoop(opts: PipelineOptions): Promise<{ receive: Lo
     return {
       receive: { name: 'pipeline send → agent receive', ...base, received, latency: receive.summary() },
       delivered: { name: 'pipeline send → DELIVERED', ...base, received: deliveredCount, latency: delivered.summary() },
+      quota,
     };
   } finally {
-    clearInterval(heartbeats);
+    stopHeartbeats();
     await tap.disconnect().catch(() => undefined);
     await Promise.all(producers.map((p) => p.disconnect().catch(() => undefined)));
     for (const ws of sockets) ws.close();
-    await Promise.all(
-      [...agents, producerAgent].map((a) =>
-        fetch(`${opts.registryUrl}/v1/agents/${a.agent_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${opts.adminToken}` } }).catch(
-          () => undefined,
-        ),
-      ),
+    await deregister(
+      opts,
+      [...agents, producerAgent].map((a) => a.agent_id),
     );
   }
 }

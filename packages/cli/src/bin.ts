@@ -12,6 +12,8 @@ import { send } from './commands/send.js';
 import { status } from './commands/status.js';
 import { trace } from './commands/trace.js';
 import { dlqCommand, DLQ_USAGE } from './commands/dlq.js';
+import { rulesCommand, RULES_USAGE } from './commands/rules.js';
+import { quotaCommand, QUOTA_USAGE } from './commands/quota.js';
 
 const USAGE = `reach — the Agent-Reach command line
 
@@ -30,6 +32,8 @@ const USAGE = `reach — the Agent-Reach command line
   reach status <message_id>             a message's state and timeline
   reach trace <trace_id|message_id>     every message and event of a trace
 ${DLQ_USAGE}
+${RULES_USAGE}
+${QUOTA_USAGE}
 
 Options: --json for machine-readable output. Configuration: REACH_* environment variables (README).`;
 
@@ -38,6 +42,8 @@ async function main(argv: string[]): Promise<number> {
   // the benchmark has options of its own
   if (command === 'bench') return benchCommand(rest);
   if (command === 'dlq') return dlqCommand(rest);
+  if (command === 'rules') return rulesCommand(rest);
+  if (command === 'quota') return quotaCommand(rest);
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,

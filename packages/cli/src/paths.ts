@@ -30,6 +30,7 @@ export const paths = (home: string) => ({
   state: join(home, 'state.json'),
   adminToken: join(home, 'admin-token'),
   tokenSecret: join(home, 'token-secret'),
+  rules: join(home, 'rules.yaml'),
   pom: join(ROOT, 'deploy', 'local', 'pom.xml'),
   serverProperties: join(ROOT, 'deploy', 'local', 'server.properties'),
   log4j: join(ROOT, 'deploy', 'local', 'log4j2.properties'),

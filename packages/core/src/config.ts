@@ -156,6 +156,22 @@ function json(env: string, def: string, description: string, check: (raw: string
   };
 }
 
+/** Three positive integers, comma-separated (the HIGH,NORMAL,LOW priority lanes). */
+function weights(env: string, def: readonly [number, number, number], description: string): Option<readonly [number, number, number]> {
+  return {
+    env,
+    kind: 'list',
+    default: def,
+    description,
+    parse: (raw) => {
+      const parts = raw.split(',').map((s) => s.trim());
+      if (parts.length !== 3 || !parts.every((p) => /^\d+$/.test(p) && Number(p) >= 1 && Number(p) <= 1_000_000))
+        fail(env, raw, 'three positive integers HIGH,NORMAL,LOW (e.g. 60,30,10)');
+      return parts.map(Number) as unknown as readonly [number, number, number];
+    },
+  };
+}
+
 const port = (env: string, def: number, what: string): Option<number> =>
   int(env, def, `TCP port of ${what} (HTTP API, /healthz, /readyz, /metrics).`, { min: 0, max: 65535 });
 
@@ -210,7 +226,12 @@ export const OPTIONS = {
     'HMAC key that signs agent tokens; registry, ingress and dispatcher share it. Unset: `reach up` generates one into .reach/token-secret.',
     'a random 32+ byte value from a secret store',
   ),
-  tokenTtlS: int('REACH_TOKEN_TTL_S', 3600, 'Lifetime of an agent token (SPEC R-C2); the SDK refreshes it by re-registering.', { min: 60, max: 7 * 86400 }),
+  tokenTtlS: int(
+    'REACH_TOKEN_TTL_S',
+    3600,
+    'Lifetime of an agent token (SPEC R-C2); the SDK renews it at 80 % by re-registering, on its open connection. Seconds-long values are for tests.',
+    { min: 5, max: 7 * 86400 },
+  ),
   enrollmentToken: secret('REACH_ENROLLMENT_TOKEN', 'When set, POST /v1/agents needs it (or the admin token) as its bearer token.', 'set in production'),
   // ── registry ─────────────────────────────────────────────────────────────────────────────
   agentTtlS: int('REACH_AGENT_TTL_S', 60, 'Default lease TTL of an agent that does not give ttl_s (SPEC R-A4); heartbeats are due every TTL/2.', {
@@ -239,6 +260,12 @@ export const OPTIONS = {
     max: 1,
   }),
   saturationRetryMs: int('REACH_SATURATION_RETRY_MS', 250, 'How long a message held for saturation waits before it is routed again.', { min: 10, max: 60000 }),
+  rulesFile: str(
+    'REACH_RULES_FILE',
+    '',
+    'ReachRule file (YAML, SPEC R-B11; see docs/rules.md) the router compiles at start and reloads within 1 s of a change; empty = no rules. `reach up` uses .reach/rules.yaml.',
+    'a mounted ConfigMap, e.g. /etc/reach/rules.yaml',
+  ),
   stickyTtlS: int('REACH_STICKY_TTL_S', 1800, 'How long a session stays bound to its agent without traffic (SPEC R-B6).', { min: 1 }),
   // ── circuit breakers and auto-eject (SPEC R-D8, R-D13; @reach/circuits) ─────────────────
   circuitErrorRate: num('REACH_CIRCUIT_ERROR_RATE', 0.5, "A target agent's circuit opens when its failure rate over the window is above this (SPEC R-D8).", {
@@ -326,6 +353,11 @@ export const OPTIONS = {
   ),
   httpPushTimeoutMs: int('REACH_HTTP_PUSH_TIMEOUT_MS', 15000, 'Timeout of an HTTP push to an agent endpoint (SPEC R-C8).', { min: 100 }),
   httpPushIdleMs: int('REACH_HTTP_PUSH_IDLE_MS', 60000, 'Idle time of pooled keep-alive connections to agent endpoints (SPEC R-C8).', { min: 1000 }),
+  priorityWeights: weights(
+    'REACH_PRIORITY_WEIGHTS',
+    [60, 30, 10],
+    'Weights of the HIGH,NORMAL,LOW lanes in which deliveries waiting for a free slot of an agent (max_concurrency) are served (SPEC R-D9): smooth weighted round robin over the non-empty lanes, so LOW is never starved.',
+  ),
   // ── ingress ──────────────────────────────────────────────────────────────────────────────
   idempotencyTtlS: int(
     'REACH_IDEMPOTENCY_TTL_S',
@@ -334,6 +366,30 @@ export const OPTIONS = {
     { min: 300, max: 30 * 86400 },
   ),
   maxWaitMs: int('REACH_MAX_WAIT_MS', 60000, 'Largest ?wait_ms a sender may ask for on POST /v1/messages.', { min: 0 }),
+  quotaDefaultRate: num(
+    'REACH_QUOTA_DEFAULT_RATE',
+    100,
+    'Messages per second a producer may submit without an override (SPEC R-D7); PUT /v1/quotas/{agent_id} or `reach quota set` overrides it per agent.',
+    { min: 0.001, max: 1_000_000 },
+  ),
+  quotaDefaultBurst: int(
+    'REACH_QUOTA_DEFAULT_BURST',
+    200,
+    'Token-bucket size of the default quota: how many messages a producer may send at once after idling.',
+    {
+      min: 1,
+      max: 10_000_000,
+    },
+  ),
+  quotaRefreshMs: int(
+    'REACH_QUOTA_REFRESH_MS',
+    500,
+    'How often each ingress instance reloads quota overrides from PostgreSQL (at most 1 s: changes apply everywhere within it).',
+    {
+      min: 50,
+      max: 1000,
+    },
+  ),
   // ── tracker ──────────────────────────────────────────────────────────────────────────────
   trackerBatchSize: int('REACH_TRACKER_BATCH_SIZE', 1000, 'Status events written to PostgreSQL per batch.', { min: 1, max: 20000 }),
   // ── dead-letter ──────────────────────────────────────────────────────────────────────────
@@ -343,6 +399,21 @@ export const OPTIONS = {
     'A dead letter PARKED longer than this with no consumer becomes DEAD and raises an alert (SPEC R-D11, 24 h).',
     { min: 1 },
   ),
+  // ── console ──────────────────────────────────────────────────────────────────────────────
+  consoleUpstreams: json(
+    'REACH_CONSOLE_UPSTREAMS',
+    '{}',
+    'Base URLs the web console proxies to and checks, JSON by service, e.g. {"ingress":"http://ingress:7410"}; a service not named is reached on REACH_HTTP_HOST and its REACH_*_PORT.',
+    (raw) => {
+      const o = JSON.parse(raw) as unknown;
+      if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new Error('a JSON object of service name → URL');
+      const names = ['ingress', 'registry', 'dispatcher', 'tracker', 'dead-letter', 'router', 'retry-scheduler'];
+      for (const [k, v] of Object.entries(o)) {
+        if (!names.includes(k)) throw new Error(`${k} is not a service (${names.join(', ')})`);
+        if (typeof v !== 'string' || !/^https?:\/\/[^/]/.test(v)) throw new Error(`${k}: an http(s) URL`);
+      }
+    },
+  ),
   // ── ports ────────────────────────────────────────────────────────────────────────────────
   ingressPort: port('REACH_INGRESS_PORT', 7410, 'the ingress service'),
   registryPort: port('REACH_REGISTRY_PORT', 7411, 'the registry service'),
@@ -351,6 +422,7 @@ export const OPTIONS = {
   deadLetterPort: port('REACH_DEAD_LETTER_PORT', 7414, 'the dead-letter service'),
   routerPort: port('REACH_ROUTER_PORT', 7415, 'the router service'),
   retrySchedulerPort: port('REACH_RETRY_SCHEDULER_PORT', 7416, 'the retry-scheduler service'),
+  consolePort: port('REACH_CONSOLE_PORT', 7420, 'the web console (the page and its /api proxy)'),
   devSchemaRegistryPort: port('REACH_DEV_SCHEMA_REGISTRY_PORT', 8081, 'the development schema registry that `reach up` runs when no registry answers'),
 } as const;
 

@@ -69,3 +69,10 @@ export function sameSecret(given: string | undefined, expected: string | undefin
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);
 }
+
+/**
+ * Envelope header ingress sets to the verified token's domain (`dom`), overwriting whatever the
+ * sender put there, so the router can check security domains (SPEC R-A8) without trusting a
+ * header the sender could forge.
+ */
+export const PRODUCER_DOMAIN_HEADER = 'reach-producer-domain';

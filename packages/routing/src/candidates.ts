@@ -1,4 +1,4 @@
-import type { AgentRecord, CapabilityMode, Presence } from '@reach/envelope';
+import type { AgentRecord, CapabilityMode, Envelope, Presence } from '@reach/envelope';
 import { capabilityMatches, hasAllTags, type Address } from './capability.js';
 import type { AgentIndex } from './agent-index.js';
 
@@ -14,7 +14,8 @@ export interface FilterHooks {
    * candidate it gets the message, unless the sender's preference or the session decided.
    */
   readonly circuitProbe?: string;
-  domainAllowed?(producer: string, agent: AgentRecord): boolean;
+  /** May this message's producer reach this agent (SPEC R-A8 security domains)? */
+  domainAllowed?(envelope: Envelope, agent: AgentRecord): boolean;
 }
 
 /** Why an agent offering the name is not a candidate (counted in the routing trace). */
@@ -25,7 +26,7 @@ export interface FilterInput {
   readonly mode: CapabilityMode;
   readonly requiredTags: readonly string[];
   readonly exclude: readonly string[];
-  readonly producer: string;
+  readonly envelope: Envelope;
   readonly now: number;
   readonly hooks?: FilterHooks;
 }
@@ -85,7 +86,7 @@ export function filterCandidates(index: AgentIndex, input: FilterInput): FilterR
       reject('circuit');
       continue;
     }
-    if (input.hooks?.domainAllowed && !input.hooks.domainAllowed(input.producer, agent)) {
+    if (input.hooks?.domainAllowed && !input.hooks.domainAllowed(input.envelope, agent)) {
       reject('domain');
       continue;
     }

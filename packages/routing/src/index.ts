@@ -9,3 +9,5 @@ export * from './route.js';
 export * from './fanout.js';
 export * from './retry.js';
 export * from './retry-policy.js';
+export * from './policy.js';
+export * from './domains.js';

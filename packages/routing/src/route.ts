@@ -1,9 +1,10 @@
-import type { AgentRecord, Envelope } from '@reach/envelope';
+import type { AgentRecord, CapabilityMode, Envelope } from '@reach/envelope';
 import { AgentIndex } from './agent-index.js';
-import { parseAddress } from './capability.js';
+import { parseAddress, type Address } from './capability.js';
 import { filterCandidates, isReachable, type FilterHooks, type Rejection } from './candidates.js';
 import { FANOUT_AGENT, FANOUT_PARENT, type RouteHints } from './hints.js';
 import { byScore, scoreCandidates, type ScoredCandidate, type ScoringConfig } from './score.js';
+import { DEFAULT_POLICY, stickyValue, type RoutePolicy } from './policy.js';
 import { rendezvousPick, stickyKey, type StickyStore } from './sticky.js';
 import { traceCandidates, type RouteTrace, type Strategy } from './trace.js';
 
@@ -24,6 +25,8 @@ export interface RouteDeps {
   /** [0, 1) — injected so tests are deterministic. */
   readonly rng: () => number;
   readonly hooks?: FilterHooks;
+  /** False for a dry run (`reach rules explain`): sticky bindings are read, never written. */
+  readonly bindSticky?: boolean;
 }
 
 export type RouteDecision =
@@ -40,6 +43,8 @@ export type RouteDecision =
 
 export interface NoRouteTrace {
   strategy: Strategy;
+  /** The ReachRule that decided how to dispatch, when one matched. */
+  rule?: string;
   address: string;
   /** Agents that offer the name (or the target id when it is registered). */
   considered: number;
@@ -51,16 +56,30 @@ export interface NoRouteTrace {
  * encoding, no clock (the caller passes `now`). The router service turns the decision into
  * records (RoutedDelivery, status, retry, DLQ, receipt).
  */
-export async function routeMessage(envelope: Envelope, hints: RouteHints, deps: RouteDeps, now: number): Promise<RouteDecision> {
+export async function routeMessage(
+  envelope: Envelope,
+  hints: RouteHints,
+  deps: RouteDeps,
+  now: number,
+  policy: RoutePolicy = DEFAULT_POLICY,
+): Promise<RouteDecision> {
+  const decision = await decide(envelope, hints, deps, now, policy);
+  if (policy.rule === null || decision.kind === 'expired') return decision;
+  return { ...decision, trace: { ...decision.trace, rule: policy.rule } } as RouteDecision;
+}
+
+async function decide(envelope: Envelope, hints: RouteHints, deps: RouteDeps, now: number, policy: RoutePolicy): Promise<RouteDecision> {
   if (envelope.expire_at !== null && envelope.expire_at <= now) return { kind: 'expired', candidates: 0 };
-  if (envelope.topic !== null) {
-    const copyAgent = envelope.headers[FANOUT_AGENT];
-    const parent = envelope.headers[FANOUT_PARENT];
-    if (copyAgent && parent) return routeToAgent(copyAgent, 'fanout_copy', deps, now, parent);
-    return fanOut(envelope, envelope.topic, hints, deps, now);
+  // A retried copy of a fan-out (topic, or a capability broadcast by a rule) goes back to its own agent.
+  const copyAgent = envelope.headers[FANOUT_AGENT];
+  const parent = envelope.headers[FANOUT_PARENT];
+  if (copyAgent && parent) return routeToAgent(envelope, copyAgent, 'fanout_copy', deps, now, parent);
+  if (envelope.topic !== null) return fanOut(envelope, parseAddress(envelope.topic), 'subscribe', hints, deps, now);
+  if (envelope.target_agent_id !== null) return routeToAgent(envelope, envelope.target_agent_id, 'target', deps, now);
+  if (envelope.capability !== null) {
+    if (policy.dispatch === 'broadcast') return fanOut(envelope, parseAddress(envelope.capability), 'handle', hints, deps, now);
+    return routeToCapability(envelope, envelope.capability, hints, deps, now, policy);
   }
-  if (envelope.target_agent_id !== null) return routeToAgent(envelope.target_agent_id, 'target', deps, now);
-  if (envelope.capability !== null) return routeToCapability(envelope, envelope.capability, hints, deps, now);
   return {
     kind: 'no_route',
     why: 'the message names no capability, topic or target agent',
@@ -74,7 +93,7 @@ export async function routeMessage(envelope: Envelope, hints: RouteHints, deps: 
  * registered, not OFFLINE, hold a valid lease and be reachable. COOLDOWN does not stop it: the
  * sender chose this agent (replies and receipts go this way), so there is no balancing to do.
  */
-function routeToAgent(agentId: string, strategy: Strategy, deps: RouteDeps, now: number, parentMessageId?: string): RouteDecision {
+function routeToAgent(envelope: Envelope, agentId: string, strategy: Strategy, deps: RouteDeps, now: number, parentMessageId?: string): RouteDecision {
   const agent = deps.index.agent(agentId);
   const noRoute = (why: string, rejected?: Rejection): RouteDecision => ({
     kind: 'no_route',
@@ -87,6 +106,9 @@ function routeToAgent(agentId: string, strategy: Strategy, deps: RouteDeps, now:
   if (agent.lease_expires_at <= now) return noRoute(`agent ${agentId} has an expired lease`, 'lease');
   if (!isReachable(agent, deps.index.presenceOf(agentId))) return noRoute(`agent ${agentId} is neither connected nor has an HTTP endpoint`, 'unreachable');
   if (deps.hooks?.circuitOpen?.(agentId)) return noRoute(`agent ${agentId} has an open circuit`, 'circuit');
+  if (deps.hooks?.domainAllowed && !deps.hooks.domainAllowed(envelope, agent)) {
+    return noRoute(`agent ${agentId} is in domain ${agent.metadata.domain ?? 'default'} and no grant lets the producer reach it`, 'domain');
+  }
   const scored = scoreCandidates([agent], deps.config, deps.rng);
   return {
     kind: 'routed',
@@ -97,23 +119,30 @@ function routeToAgent(agentId: string, strategy: Strategy, deps: RouteDeps, now:
   };
 }
 
-function fanOut(envelope: Envelope, topic: string, hints: RouteHints, deps: RouteDeps, now: number): RouteDecision {
+/** Every candidate gets a tracked copy: a topic's subscribers (SPEC R-B8), or a capability's handlers under a broadcast rule. */
+function fanOut(envelope: Envelope, address: Address, mode: CapabilityMode, hints: RouteHints, deps: RouteDeps, now: number): RouteDecision {
+  const what = mode === 'subscribe' ? `subscriber of topic ${address.name}` : `agent offering capability ${envelope.capability ?? address.name}`;
   const f = filterCandidates(deps.index, {
-    address: parseAddress(topic),
-    mode: 'subscribe',
+    address,
+    mode,
     requiredTags: hints.capabilityTags,
     // A fan-out is not a failover: a retried copy carries its own agent (FANOUT_AGENT).
     exclude: [],
-    producer: envelope.producer,
+    envelope,
     now,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   });
   if (f.candidates.length === 0) {
     return {
       kind: 'no_route',
-      why: `no live subscriber of topic ${topic}`,
+      why: `no live ${what}`,
       candidates: 0,
-      trace: { strategy: 'broadcast', address: topic, considered: f.considered, ...(Object.keys(f.rejected).length ? { rejected: f.rejected } : {}) },
+      trace: {
+        strategy: 'broadcast',
+        address: envelope.topic ?? envelope.capability ?? address.name,
+        considered: f.considered,
+        ...(Object.keys(f.rejected).length ? { rejected: f.rejected } : {}),
+      },
     };
   }
   const scored = scoreCandidates(f.candidates, deps.config, deps.rng);
@@ -124,6 +153,11 @@ function fanOut(envelope: Envelope, topic: string, hints: RouteHints, deps: Rout
     candidates: agentIds.length,
     trace: { strategy: 'broadcast', candidates: traceCandidates(scored, undefined), candidates_total: agentIds.length, chosen: null },
   };
+}
+
+/** The sticky_by field in the trace, when it is not the session. */
+function by(policy: RoutePolicy): { sticky_by?: string } {
+  return policy.stickyBy !== null && policy.stickyBy !== 'session_id' ? { sticky_by: policy.stickyBy } : {};
 }
 
 /** Best available candidate: the top score, or a random one of the best `topK` when there are many (SPEC R-B4). */
@@ -137,14 +171,21 @@ function best(pool: readonly ScoredCandidate[], cfg: RoutingConfig, rng: () => n
   return { agent: sorted[0]!.agent, strategy: 'weighted' };
 }
 
-async function routeToCapability(envelope: Envelope, capability: string, hints: RouteHints, deps: RouteDeps, now: number): Promise<RouteDecision> {
+async function routeToCapability(
+  envelope: Envelope,
+  capability: string,
+  hints: RouteHints,
+  deps: RouteDeps,
+  now: number,
+  policy: RoutePolicy,
+): Promise<RouteDecision> {
   const cfg = deps.config;
   const f = filterCandidates(deps.index, {
     address: parseAddress(capability),
     mode: 'handle',
     requiredTags: hints.capabilityTags,
     exclude: hints.excludeAgents,
-    producer: envelope.producer,
+    envelope,
     now,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   });
@@ -189,9 +230,10 @@ async function routeToCapability(envelope: Envelope, capability: string, hints: 
     if (p) [chosen, strategy] = [p.agent, 'preferred'];
   }
 
-  const session = envelope.session_id;
+  const session = policy.dispatch === 'sticky' || policy.rule === null ? stickyValue(envelope, policy.stickyBy) : null;
   let storeUsable = false;
-  const key = session ? stickyKey(capability, session) : '';
+  // Bindings by session keep their historical key; other sticky_by fields are namespaced.
+  const key = session ? stickyKey(capability, policy.stickyBy === 'session_id' ? session : `${policy.stickyBy}=${session}`) : '';
   if (session) {
     let bound: string | null = null;
     try {
@@ -203,7 +245,7 @@ async function routeToCapability(envelope: Envelope, capability: string, hints: 
     if (storeUsable) {
       const b = inPool(bound);
       if (!chosen && b) [chosen, strategy] = [b.agent, 'sticky'];
-      sticky = { session_id: session, source: 'store', bound, kept: b !== undefined && chosen === b.agent };
+      sticky = { session_id: session, ...by(policy), source: 'store', bound, kept: b !== undefined && chosen === b.agent };
     } else {
       const hashed = inPool(
         rendezvousPick(
@@ -212,7 +254,7 @@ async function routeToCapability(envelope: Envelope, capability: string, hints: 
         ),
       );
       if (!chosen && hashed) [chosen, strategy] = [hashed.agent, 'sticky_hash'];
-      sticky = { session_id: session, source: 'hash', bound: null, kept: false };
+      sticky = { session_id: session, ...by(policy), source: 'hash', bound: null, kept: false };
     }
   }
 
@@ -223,10 +265,11 @@ async function routeToCapability(envelope: Envelope, capability: string, hints: 
     if (p) [chosen, strategy] = [p.agent, 'circuit_probe'];
   }
 
+  if (!chosen && policy.dispatch === 'random') [chosen, strategy] = [pool[Math.min(pool.length - 1, Math.floor(deps.rng() * pool.length))]!.agent, 'random'];
   if (!chosen) ({ agent: chosen, strategy } = best(pool, cfg, deps.rng));
 
   // Bind (or refresh) the session to the agent that got it; a failure only costs stickiness.
-  if (session && storeUsable) {
+  if (session && storeUsable && deps.bindSticky !== false) {
     try {
       await deps.sticky.set(key, chosen.agent_id, cfg.stickyTtlS);
     } catch {

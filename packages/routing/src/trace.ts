@@ -23,6 +23,8 @@ export type Strategy =
   | 'target'
   /** topic fan-out to every subscriber (SPEC R-B8) */
   | 'broadcast'
+  /** uniform among the available candidates (a ReachRule's `dispatch: random`) */
+  | 'random'
   /** a retried copy of a fan-out, back to its own subscriber */
   | 'fanout_copy'
   /** the one half-open probe of an agent's circuit breaker (SPEC R-D8) */
@@ -40,10 +42,13 @@ export interface TraceCandidate {
 
 export interface RouteTrace {
   strategy: Strategy;
+  /** The ReachRule that decided how to dispatch, when one matched (SPEC R-B12). */
+  rule?: string;
   candidates: TraceCandidate[];
   candidates_total: number;
   chosen: string | null;
-  sticky?: { session_id: string; source: 'store' | 'hash'; bound: string | null; kept: boolean };
+  /** session_id holds the sticky value; sticky_by names its field when it is not the session. */
+  sticky?: { session_id: string; sticky_by?: string; source: 'store' | 'hash'; bound: string | null; kept: boolean };
   preferred?: { agent_id: string; honoured: boolean };
   /** Agents that offer the name but are no candidate, by reason. */
   rejected?: Partial<Record<Rejection, number>>;

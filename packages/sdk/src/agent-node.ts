@@ -26,6 +26,8 @@ import type { AgentDescriptor, CapabilitySpec, LoadReport, Registration, SendFie
 
 /** Frames kept while disconnected; beyond this the oldest go (the dispatcher retries their deliveries). */
 const MAX_OUTBOX = 10_000;
+/** A failed token refresh is tried again this soon (the old token still has a fifth of its life). */
+const TOKEN_REFRESH_RETRY_MS = 5000;
 
 interface PendingSend {
   frame: AgentFrame;
@@ -387,13 +389,35 @@ export class AgentNode implements AgentApi {
     }
   }
 
-  private scheduleTokenRefresh(): void {
+  private scheduleTokenRefresh(delay = refreshDelayMs(this.registration!.token, Date.now(), this.options.tokenRefreshRatio ?? 0.8)): void {
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
-    const delay = refreshDelayMs(this.registration!.token, Date.now(), this.options.tokenRefreshRatio ?? 0.8);
-    this.refreshTimer = setTimeout(() => {
-      this.log.info({ agent_id: this.agentId }, 'token nears expiry; re-registering and reconnecting with the new token');
+    this.refreshTimer = setTimeout(() => void this.refreshToken(), delay);
+  }
+
+  /**
+   * Renews the token before it expires without dropping the connection: re-register (which
+   * issues a new token), then hand the new token to the open connection (`refresh_token`).
+   * Without an open connection the reconnect loop does both. A failed re-registration is
+   * tried again shortly while the old token still lives; once it has expired the dispatcher
+   * closes the connection (4003) and the reconnect loop re-registers.
+   */
+  private async refreshToken(): Promise<void> {
+    if (this.state !== 'running') return;
+    if (this.loop || !this.socket?.isOpen) {
       this.reconnect({ reRegister: true, immediate: true });
-    }, delay);
+      return;
+    }
+    this.log.info({ agent_id: this.agentId }, 'token nears expiry; re-registering and renewing it on the open connection');
+    try {
+      await this.register(); // schedules the next refresh
+      this.startHeartbeat();
+    } catch (err) {
+      this.log.warn({ agent_id: this.agentId, err: message(err) }, 'token refresh failed; trying again');
+      this.scheduleTokenRefresh(TOKEN_REFRESH_RETRY_MS);
+      return;
+    }
+    const token = this.registration!.token;
+    if (!this.socket?.send({ type: 'refresh_token', token })) this.reconnect({ reRegister: false, immediate: true });
   }
 
   // ── the connection ────────────────────────────────────────────────────────────────────

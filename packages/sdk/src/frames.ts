@@ -57,7 +57,9 @@ export type AgentFrame =
       headers?: Record<string, string>;
     }
   | ({ type: 'send'; client_ref: string } & Record<string, unknown>)
-  | { type: 'ping' | 'pong'; ts: number };
+  | { type: 'ping' | 'pong'; ts: number }
+  /** A renewed token for the open connection (the dispatcher answers `token_refreshed`, or closes 4003). */
+  | { type: 'refresh_token'; token: string };
 
 function num(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isFinite(v) ? v : undefined;

@@ -6,3 +6,6 @@ export * from './service.js';
 export * from './status.js';
 export * from './receipt.js';
 export * from './periodic.js';
+export * from './alert.js';
+export * from './revoked-tokens.js';
+export * from './admin-auth.js';

@@ -1,6 +1,5 @@
 import type { Logger } from '@reach/core';
-import type { HttpServer, Reply, Request } from '@reach/service-kit';
-import { adminOnly } from './admin-auth.js';
+import { adminOnly, type HttpServer, type Reply, type Request } from '@reach/service-kit';
 import { entryJson } from './entry.js';
 import { bulkReplayFromBody, encodeCursor, listFilterFromQuery } from './filters.js';
 import type { DeadLetterMetrics } from './metrics.js';
@@ -38,7 +37,7 @@ export function registerAdminApi(d: AdminApiDeps): void {
   const guard =
     (handler: (req: Request) => Promise<Reply>) =>
     async (req: Request): Promise<Reply> =>
-      adminOnly(req, d) ?? handler(req);
+      adminOnly(req.headers.authorization, d, 'the dead-letter API') ?? handler(req);
 
   d.http.route(
     'GET',

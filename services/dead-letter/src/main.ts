@@ -1,8 +1,8 @@
 import { acceptsNewWork } from '@reach/agents';
 import type { AgentRecord, Presence } from '@reach/envelope';
-import { startTableView, TOPICS, valueSubject } from '@reach/kafka';
+import { produceAll, startTableView, TOPICS, valueSubject } from '@reach/kafka';
 import { newerAgentRecord, newerPresence } from '@reach/routing';
-import { runService, type ServiceContext } from '@reach/service-kit';
+import { alertRecord, runService, type ServiceContext } from '@reach/service-kit';
 import { registerAdminApi } from './admin-api.js';
 import { DeadLetterIngest } from './ingest.js';
 import { DeadLetterMetrics } from './metrics.js';
@@ -57,7 +57,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   ctx.onShutdown(() => redriver.stop());
   void Promise.all([agents.ready(), presence.ready()]).then(() => redriver.start({ agents, presence }));
 
-  const sweeper = new Sweeper(store, config.dlqStaleAfterS, metrics, ctx.log);
+  const sweeper = new Sweeper(store, config.dlqStaleAfterS, metrics, ctx.log, (alert) => produceAll(ctx.producer, [alertRecord(ctx.codec, alert, ctx.log)]));
   sweeper.start();
   ctx.onShutdown(() => sweeper.stop());
 }

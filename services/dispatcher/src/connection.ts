@@ -14,6 +14,7 @@ import {
   parseAgentFrame,
   pingFrame,
   pongFrame,
+  tokenRefreshedFrame,
   welcomeFrame,
   type AgentFrame,
   type FrameError,
@@ -58,6 +59,8 @@ export interface ConnectionHost {
   readonly log: Logger;
   /** Is this token id revoked? */
   isRevoked(jti: string): Promise<boolean>;
+  /** Checks a `refresh_token` frame's token for this agent; throws AUTH_FAILED. */
+  verifyRenewal(agentId: string, token: string): Promise<TokenClaims>;
   /** Claims the agent for this connection (closing older ones anywhere); false when superseded. */
   register(conn: AgentConnection): Promise<boolean>;
   /** Forgets a closed connection (idempotent). */
@@ -97,6 +100,10 @@ export class AgentConnection {
   private pumping = false;
   private pumpAgain = false;
   private readonly inflight = new Map<string, number>();
+  /** When each in-flight seq was sent on this socket, for the dispatch-duration histogram. */
+  private readonly sentAt = new Map<number, number>();
+  /** The handshake's outcome has been counted (reach_dispatcher_connect_attempts_total). */
+  private attemptCounted = false;
   /** Frames that arrived after hello, before welcome: handled once open. */
   private early: AgentFrame[] = [];
   private log: Logger;
@@ -115,6 +122,11 @@ export class AgentConnection {
 
   get isOpen(): boolean {
     return this.state === 'open';
+  }
+
+  /** The id (jti) of the token the connection runs on, once authenticated. */
+  get tokenId(): string | undefined {
+    return this.claims?.jti;
   }
 
   /** Read through a getter so checks after an await are not narrowed away by the compiler. */
@@ -198,6 +210,7 @@ export class AgentConnection {
       this.state = 'open';
       this.send(welcomeFrame(this.id, this.host.config.pingIntervalMs, resumeFrom));
       this.host.metrics.connects.inc();
+      this.countAttempt('connected');
       this.host.presenceConnected(this);
       this.log.info({ generation: this.generation, resume_from: resumeFrom, current_seq: current }, 'agent connected');
       const early = this.early;
@@ -217,13 +230,13 @@ export class AgentConnection {
         case 'ack': {
           const outcome = await this.host.outcomes.ack(agent, frame.seq, frame.message_id);
           if (outcome === 'mismatch') this.send(errorFrame('INVALID_ENVELOPE', `seq ${frame.seq} is not message ${frame.message_id}`));
-          else this.forget(frame.message_id, frame.seq);
+          else this.answered(frame.message_id, frame.seq, 'ack');
           return;
         }
         case 'reject': {
           const outcome = await this.host.outcomes.reject(agent, frame.seq, frame.message_id, frame);
           if (outcome === 'mismatch') this.send(errorFrame('INVALID_ENVELOPE', `seq ${frame.seq} is not message ${frame.message_id}`));
-          else this.forget(frame.message_id, frame.seq);
+          else this.answered(frame.message_id, frame.seq, 'reject');
           return;
         }
         case 'result': {
@@ -243,6 +256,23 @@ export class AgentConnection {
         case 'hello':
           this.send(errorFrame('INVALID_ENVELOPE', 'already authenticated: hello is only valid as the first frame'));
           return;
+        case 'refresh_token': {
+          // The SDK's token renewal on the open connection: sends after this carry the new token.
+          let claims: TokenClaims;
+          try {
+            claims = await this.host.verifyRenewal(agent, frame.token);
+          } catch (err) {
+            const e = toReachError(err);
+            if (e.codeName !== 'AUTH_FAILED') throw e;
+            this.authFailed(e.message);
+            return;
+          }
+          if (this.isClosed) return;
+          this.token = frame.token;
+          this.claims = claims;
+          this.send(tokenRefreshedFrame(claims.exp));
+          return;
+        }
       }
     } catch (err) {
       const e = toReachError(err);
@@ -282,6 +312,21 @@ export class AgentConnection {
 
   private forget(messageId: string, seq: number): void {
     if (this.inflight.get(messageId) === seq) this.inflight.delete(messageId);
+    this.sentAt.delete(seq);
+  }
+
+  /** An ack or reject of a delivery sent on this socket: how long the agent took to answer. */
+  private answered(messageId: string, seq: number, outcome: 'ack' | 'reject'): void {
+    const sent = this.sentAt.get(seq);
+    if (sent !== undefined) this.host.metrics.dispatchSeconds.observe({ outcome }, (performance.now() - sent) / 1000);
+    this.forget(messageId, seq);
+  }
+
+  /** Counts the handshake once, by how it ended (the connect success rate's numerator and denominator). */
+  private countAttempt(outcome: 'connected' | 'auth_failed' | 'unavailable' | 'aborted'): void {
+    if (this.attemptCounted) return;
+    this.attemptCounted = true;
+    this.host.metrics.connectAttempts.inc({ outcome });
   }
 
   // ── outbound ─────────────────────────────────────────────────────────────────────────────
@@ -341,6 +386,8 @@ export class AgentConnection {
     if (mid !== undefined) {
       if (this.inflight.size >= MAX_INFLIGHT) this.inflight.delete(this.inflight.keys().next().value!);
       this.inflight.set(mid, seq);
+      if (this.sentAt.size >= MAX_INFLIGHT) this.sentAt.delete(this.sentAt.keys().next().value!);
+      this.sentAt.set(seq, performance.now());
     }
     this.host.metrics.deliveriesSent.inc();
     if (seq <= this.replayUpTo) this.host.metrics.replayedFrames.inc();
@@ -396,7 +443,9 @@ export class AgentConnection {
 
   // ── closing ──────────────────────────────────────────────────────────────────────────────
 
-  private authFailed(reason: string): void {
+  /** Closes with 4003 (also used by the gateway when the token is revoked). */
+  authFailed(reason: string): void {
+    if (this.state === 'auth' || this.state === 'authenticating') this.countAttempt('auth_failed');
     this.host.metrics.authFailures.inc();
     this.log.info({ reason }, 'auth failed');
     this.send(errorFrame('AUTH_FAILED', reason));
@@ -404,6 +453,7 @@ export class AgentConnection {
   }
 
   private unavailable(err: ReachError): void {
+    this.countAttempt('unavailable');
     this.log.warn({ err }, 'connection refused: a dependency is unavailable');
     this.send(errorFrameOf(err));
     this.close(CLOSE.SLOW, 'try again later');
@@ -428,6 +478,7 @@ export class AgentConnection {
 
   close(code: number, reason: string, terminateSoon = false): void {
     if (this.state === 'closed') return;
+    this.countAttempt('aborted');
     this.state = 'closed';
     this.host.metrics.closes.inc({ code: String(code) });
     try {
@@ -441,6 +492,7 @@ export class AgentConnection {
   }
 
   private closed(code: number): void {
+    this.countAttempt('aborted');
     if (this.state !== 'closed') {
       this.state = 'closed';
       this.host.metrics.closes.inc({ code: String(code) });

@@ -2,10 +2,11 @@ import { PeriodicJob } from '@reach/service-kit';
 import type { Logger } from '@reach/core';
 import { produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import type { DeadlineClaims } from './deadlines.js';
-import { envelopeOfEntry, headOf, parseHead } from './entry.js';
+import { envelopeOfEntry, headOf, parseHead, parseWaitingEntry } from './entry.js';
 import type { Failures } from './failures.js';
+import { LANES } from './lanes.js';
 import type { DispatcherMetrics } from './metrics.js';
-import { parseDeadlineMember, type ReplayBuffer } from './replay-buffer.js';
+import { parseDeadlineMember, parseWaitMember, type Promotion, type ReplayBuffer } from './replay-buffer.js';
 
 /**
  * Ack deadlines without blocking a partition (SPEC R-C7, R-D3): the consumer only buffers a
@@ -15,11 +16,19 @@ import { parseDeadlineMember, type ReplayBuffer } from './replay-buffer.js';
  * gets it replayed; its late ack is ignored) and `Failures` schedules the retry on another
  * agent, or ends the message. A delivery answered meanwhile is simply gone from the buffer.
  *
- * If producing the outcome fails, the entry goes back into the buffer and the claim is left
- * to expire, so another sweep (here or on another instance) tries again: never a silent loss.
+ * The take frees a slot of the agent: what the buffer promoted into it goes to `promoted`.
+ *
+ * Wait deadlines the same way: a delivery still waiting for a free slot of its agent when its
+ * budget or expire_at ends leaves its lane and fails with 2002 SATURATED, which `Failures`
+ * turns into DEAD 3006 / 3005 (or, for a message with time left, a retry on another agent).
+ *
+ * If producing the outcome fails, the entry goes back where it was and the claim is left to
+ * expire, so another sweep (here or on another instance) tries again: never a silent loss.
  */
 export interface DeadlineSweeperDeps {
   claims: DeadlineClaims;
+  waitClaims: DeadlineClaims;
+  promoted: (promotions: readonly Promotion[]) => void;
   buffer: ReplayBuffer;
   failures: Failures;
   producer: Producer;
@@ -47,13 +56,21 @@ export class DeadlineSweeper {
 
   /** One round: claims what is due (in batches) and settles it. */
   async sweep(now: number = Date.now()): Promise<number> {
+    const [acks, waits] = await Promise.all([
+      this.sweepOf(this.d.claims, (m) => this.expire(m, now), now),
+      this.sweepOf(this.d.waitClaims, (m) => this.expireWaiting(m, now), now),
+    ]);
+    return acks + waits;
+  }
+
+  private async sweepOf(claims: DeadlineClaims, settle: (member: string) => Promise<void>, now: number): Promise<number> {
     const limit = this.d.batch ?? 200;
     let total = 0;
     for (;;) {
-      const members = await this.d.claims.claim(now, limit);
+      const members = await claims.claim(now, limit);
       if (members.length === 0) return total;
       total += members.length;
-      await Promise.all(members.map((m) => this.expire(m, now)));
+      await Promise.all(members.map(settle));
       if (members.length < limit) return total;
     }
   }
@@ -65,11 +82,13 @@ export class DeadlineSweeper {
       return;
     }
     const { agent, seq } = parsed;
-    const entry = await this.d.buffer.takeExpired(agent, seq);
-    if (entry === undefined) {
+    const taken = await this.d.buffer.takeExpired(agent, seq);
+    if (taken === undefined) {
       await this.d.claims.done([member]); // answered in time (or its buffer expired)
       return;
     }
+    this.d.promoted(taken.promotions);
+    const entry = taken.entry;
     const head = parseHead(headOf(entry));
     let records: OutRecord[];
     try {
@@ -106,5 +125,54 @@ export class DeadlineSweeper {
     }
     this.d.metrics.ackTimeouts.inc();
     await this.d.claims.done([member]);
+  }
+
+  private async expireWaiting(member: string, now: number): Promise<void> {
+    const parsed = parseWaitMember(member);
+    if (!parsed) {
+      await this.d.waitClaims.done([member]);
+      return;
+    }
+    const { agent, lane, order } = parsed;
+    const taken = await this.d.buffer.takeWaiting(agent, lane, order);
+    if (taken === undefined) {
+      await this.d.waitClaims.done([member]); // promoted meanwhile
+      return;
+    }
+    const waiting = parseWaitingEntry(taken);
+    const head = waiting ? parseHead(waiting.head) : undefined;
+    let records: OutRecord[];
+    try {
+      if (!waiting || !head) throw new Error('unreadable waiting entry');
+      const waitedMs = Math.max(0, now - waiting.queuedAt);
+      ({ records } = await this.d.failures.records(
+        {
+          agent,
+          envelope: waiting.envelope(),
+          head,
+          code: 2002,
+          reason: `waited ${waitedMs} ms in the ${LANES[lane]} lane for a free slot of ${agent} (max_concurrency) until its time ran out`,
+          failureRetryable: true,
+          detail: { lane: LANES[lane], waited_ms: waitedMs },
+        },
+        Date.now(),
+      ));
+    } catch (err) {
+      if (!waiting || !head) {
+        this.d.log.error({ err, agent_id: agent, lane: LANES[lane] }, 'unreadable waiting entry past its deadline dropped');
+        await this.d.waitClaims.done([member]);
+        return;
+      }
+      await this.d.buffer.restoreWaiting(agent, lane, order, taken);
+      throw err;
+    }
+    try {
+      await produceAll(this.d.producer, records);
+    } catch (err) {
+      await this.d.buffer.restoreWaiting(agent, lane, order, taken);
+      throw err;
+    }
+    this.d.metrics.waitExpired.inc({ priority: LANES[lane] });
+    await this.d.waitClaims.done([member]);
   }
 }

@@ -3,8 +3,8 @@ import type { Redis } from '@reach/store';
 import { keys } from './replay-buffer.js';
 
 /**
- * Claims due ack deadlines (the `reach:deadlines` sorted set, written with each buffered
- * delivery). Every dispatcher instance sweeps; a claim moves the member's score to now + lease
+ * Claims due deadlines: the ack deadlines of buffered deliveries (`reach:deadlines`) or the
+ * wait deadlines of waiting ones (`reach:wait-deadlines`), written with each entry. Every dispatcher instance sweeps; a claim moves the member's score to now + lease
  * inside one script, so of concurrent sweepers exactly one gets each member. The claimer
  * removes the member when the failure is recorded (`done`); if it dies first, the lease runs
  * out and another instance claims the member again — a killed instance's deliveries are
@@ -25,6 +25,8 @@ export class DeadlineClaims {
   constructor(
     private readonly redis: Redis,
     private readonly leaseMs: number,
+    /** The deadlines: the ack deadlines of buffered deliveries, or the wait deadlines of waiting ones. */
+    private readonly key: string = keys.deadlines,
   ) {
     redis.defineCommand('reachClaimDeadlines', { numberOfKeys: 1, lua: CLAIM });
     this.scripts = redis as unknown as ClaimCommand;
@@ -33,7 +35,7 @@ export class DeadlineClaims {
   /** Members whose deadline is at or before `now`, now leased to this caller. */
   async claim(now: number, limit: number): Promise<string[]> {
     try {
-      return await this.scripts.reachClaimDeadlines(keys.deadlines, now, limit, now + this.leaseMs);
+      return await this.scripts.reachClaimDeadlines(this.key, now, limit, now + this.leaseMs);
     } catch (err) {
       throw new ReachError('DEPENDENCY_UNAVAILABLE', `redis claim deadlines failed: ${(err as Error).message}`, { cause: err });
     }
@@ -41,6 +43,6 @@ export class DeadlineClaims {
 
   async done(members: readonly string[]): Promise<void> {
     if (members.length === 0) return;
-    await this.redis.zrem(keys.deadlines, ...members);
+    await this.redis.zrem(this.key, ...members);
   }
 }

@@ -4,17 +4,20 @@ import type { AgentRecord } from '@reach/envelope';
 import { TOPICS, startTableView, valueSubject, type TableView } from '@reach/kafka';
 import type { ServiceContext } from '@reach/service-kit';
 import { AgentChannels } from './agent-channels.js';
+import { Announcer } from './announcer.js';
+import { registerFlowApi } from './flow-api.js';
 import { Gateway } from './gateway.js';
 import { HttpPusher, type PushJob, type PushOutcome } from './http-push.js';
 import { dispatcherMetrics } from './metrics.js';
 import { Outbox } from './outbox.js';
 import { Outcomes } from './outcomes.js';
+import { Promoter } from './promotions.js';
 import { routedBatchHandler } from './routed-consumer.js';
 import { DeadlineClaims } from './deadlines.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { Failures } from './failures.js';
 import { budgetPolicyOf, retryPolicyOf } from '@reach/routing';
-import { ReplayBuffer } from './replay-buffer.js';
+import { ReplayBuffer, keys } from './replay-buffer.js';
 import { CircuitRecorder } from './circuit-recorder.js';
 import { CIRCUIT_OPTIONS, CircuitBreakers, circuitPolicy } from '@reach/circuits';
 import { createRedis } from '@reach/store';
@@ -22,6 +25,7 @@ import { createRedis } from '@reach/store';
 export const DISPATCHER_OPTIONS = [
   ...CIRCUIT_OPTIONS,
   'tokenSecret',
+  'adminToken',
   'replayTtlS',
   'wsPingIntervalMs',
   'wsIdleTimeoutMs',
@@ -37,6 +41,7 @@ export const DISPATCHER_OPTIONS = [
   'budgetMs',
   'budgetPolicy',
   'deadlineSweepMs',
+  'priorityWeights',
 ] as const;
 
 type Ctx = ServiceContext<(typeof DISPATCHER_OPTIONS)[number]>;
@@ -53,9 +58,10 @@ const PARTITIONS_AT_ONCE = 3;
 const DEADLINE_CLAIM_LEASE_MS = 30_000;
 
 /**
- * Wires the dispatcher: the agents view (HTTP endpoints), the replay buffer, pub/sub between
- * instances, the WebSocket gateway on the service's HTTP port, HTTP push, and last the
- * reach.routed.v1 consumer — so nothing is consumed before it can be delivered.
+ * Wires the dispatcher: the agents view (HTTP endpoints, max_concurrency), the replay buffer
+ * with its waiting lanes, pub/sub between instances, the WebSocket gateway on the service's
+ * HTTP port, HTTP push, and last the reach.routed.v1 consumer — so nothing is consumed before
+ * it can be delivered, nor before every agent's cap is known.
  */
 export async function startDispatcher(ctx: Ctx): Promise<void> {
   const { config, codec, log } = ctx;
@@ -66,7 +72,21 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
   // tick go to Redis in one write instead of one syscall each.
   const redis = ctx.redis.duplicate({ enableAutoPipelining: true });
   redis.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'redis connection error'));
-  const buffer = new ReplayBuffer(redis, config.replayTtlS);
+  const agents: TableView<AgentRecord> = await startTableView<AgentRecord>({
+    kafka: ctx.kafka,
+    topic: TOPICS.agents.name,
+    logger: log,
+    groupPrefix: 'reach-dispatcher-agents',
+    decode: (value) => codec.decode<AgentRecord>(AGENTS_SUBJECT, value),
+    accept: isNewerRecord,
+  });
+  ctx.addReadinessCheck('agents-view', () => agents.caughtUp);
+  // The cap is read from the view at every decision: a re-registration applies to the next
+  // promotion. An agent the view does not know (deregistered, or not seen yet) is not capped.
+  const buffer = new ReplayBuffer(redis, config.replayTtlS, {
+    limitOf: (agent) => agents.get(agent)?.metadata.max_concurrency ?? 0,
+    weights: config.priorityWeights,
+  });
   // Outcomes feed the shared circuit breakers on a client that fails fast: breaker accounting
   // must never hold up an ack.
   const circuitRedis = createRedis(config.redisUrl, log, {
@@ -88,7 +108,18 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     metrics,
     log,
   });
+  // The announcer is created below, with the gateway; promotions only happen once agents answer.
+  const promoter = new Promoter({
+    codec,
+    service: ctx.service,
+    instance: ctx.instanceId,
+    outbox,
+    metrics,
+    log,
+    announce: (items) => announcer.announce(items),
+  });
   const outcomes = new Outcomes({
+    promoted: (promotions) => promoter.handle(promotions),
     circuits,
     failures,
     buffer,
@@ -100,16 +131,6 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     metrics,
     log,
   });
-
-  const agents: TableView<AgentRecord> = await startTableView<AgentRecord>({
-    kafka: ctx.kafka,
-    topic: TOPICS.agents.name,
-    logger: log,
-    groupPrefix: 'reach-dispatcher-agents',
-    decode: (value) => codec.decode<AgentRecord>(AGENTS_SUBJECT, value),
-    accept: isNewerRecord,
-  });
-  ctx.addReadinessCheck('agents-view', () => agents.caughtUp);
 
   const subscriber = ctx.redis.duplicate();
   subscriber.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'redis subscriber connection error'));
@@ -153,10 +174,14 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     metrics,
     onOutcome: (job, outcome) => recordPushOutcome(job, outcome, { outcomes, agents, tokenSecret, log }),
   });
+  const announcer = new Announcer({ localConnection: (agent) => gateway.localConnection(agent), channels, agents, pusher, log });
+  registerFlowApi(ctx.http, { buffer, agents, adminToken: config.adminToken, tokenSecret });
 
   // A claim not settled within this lease is claimed again (e.g. by another instance after a crash).
   const sweeper = new DeadlineSweeper({
     claims: new DeadlineClaims(redis, DEADLINE_CLAIM_LEASE_MS),
+    waitClaims: new DeadlineClaims(redis, DEADLINE_CLAIM_LEASE_MS, keys.waitDeadlines),
+    promoted: (promotions) => promoter.handle(promotions),
     buffer,
     failures,
     producer: ctx.producer,
@@ -177,6 +202,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     await agents.stop();
   });
 
+  await agents.ready();
   await ctx.batchStage({
     topics: [TOPICS.routed.name],
     maxBatch: MAX_BATCH,
@@ -188,10 +214,8 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
       codec,
       producer: ctx.producer,
       buffer,
-      channels,
-      gateway,
-      pusher,
-      agents,
+      promoter,
+      announce: (items) => announcer.announce(items),
       metrics,
       log,
     }),

@@ -75,8 +75,22 @@ export function entryHead(h: EntryHead): string {
 }
 
 /** Everything of the deliver frame after its seq. */
-export function frameSuffix(attempt: number, deadlineMs: number, message: EnvelopeJson): string {
-  return `,"attempt":${attempt},"deadline":${JSON.stringify(new Date(deadlineMs).toISOString())},"message":${JSON.stringify(message)}}`;
+export function frameSuffix(attempt: number, deadlineMs: number, message: EnvelopeJson | string): string {
+  const part = typeof message === 'string' ? message : messagePart(message);
+  return `,"attempt":${attempt},"deadline":${deadlineJson(deadlineMs)}${part}`;
+}
+
+/** The deadline as the frame carries it: an RFC 3339 string, quoted. */
+export function deadlineJson(deadlineMs: number): string {
+  return JSON.stringify(new Date(deadlineMs).toISOString());
+}
+
+/**
+ * The end of the deliver frame, `,"message":{…}}`: what a waiting delivery keeps of its frame,
+ * since its seq and ack deadline are only known when it is promoted (buffer-scripts.ts).
+ */
+export function messagePart(message: EnvelopeJson): string {
+  return `,"message":${JSON.stringify(message)}}`;
 }
 
 export function buildEntry(head: string, seq: number, suffix: string): string {
@@ -89,11 +103,16 @@ function withoutPayload(message: EnvelopeJson): EnvelopeJson {
 }
 
 /** The parts of a routed delivery that become its buffer entry. */
-export function entryPartsOf(d: RoutedDelivery, replayTtlS: number, nowMs: number = Date.now()): { head: string; suffix: string; envelope: Envelope } {
+export function entryPartsOf(
+  d: RoutedDelivery,
+  replayTtlS: number,
+  nowMs: number = Date.now(),
+): { head: string; suffix: string; messagePart: string; envelope: Envelope } {
   // The delivered id is the routed one: a fan-out copy is acked and tracked under its own id.
   const envelope = d.envelope.message_id === d.message_id ? d.envelope : { ...d.envelope, message_id: d.message_id };
   const message = envelopeToJson(envelope);
   const meta = withoutPayload(message);
+  const part = messagePart(message);
   return {
     head: entryHead({
       mid: d.message_id,
@@ -103,7 +122,8 @@ export function entryPartsOf(d: RoutedDelivery, replayTtlS: number, nowMs: numbe
       budget_at: d.budget_deadline_at,
       message: meta,
     }),
-    suffix: frameSuffix(d.attempt, d.deadline_at, message),
+    suffix: frameSuffix(d.attempt, d.deadline_at, part),
+    messagePart: part,
     envelope,
   };
 }
@@ -166,4 +186,36 @@ export function parseHead(head: string): EntryHead | undefined {
 export function envelopeFromMessageJson(message: EnvelopeJson): Envelope {
   const producer = typeof message.producer === 'string' ? message.producer : '';
   return envelopeFromJson({ ...withoutPayload(message), payload_b64: '' }, { producer });
+}
+
+/**
+ * A waiting delivery (buffer-scripts.ts): `<window> <budget_at> <queued_at> <attempt>`, its head,
+ * and its message part, one per line.
+ */
+export interface WaitingEntry {
+  head: string;
+  attempt: number;
+  queuedAt: number;
+}
+
+const WAITING_META = /^(\d+) (\d+) (\d+) (\d+)\n/;
+
+export function parseWaitingEntry(member: string): (WaitingEntry & { envelope: () => Envelope }) | undefined {
+  const m = WAITING_META.exec(member);
+  if (!m) return undefined;
+  const rest = member.slice(m[0].length);
+  const nl = rest.indexOf('\n');
+  if (nl < 0) return undefined;
+  const part = rest.slice(nl + 1);
+  return {
+    head: rest.slice(0, nl),
+    attempt: Number(m[4]),
+    queuedAt: Number(m[3]),
+    envelope: () => {
+      // `,"message":{…}}` completed into an object of its own.
+      const frame = JSON.parse(`{"x":0${part}`) as { message: EnvelopeJson };
+      const producer = typeof frame.message.producer === 'string' ? frame.message.producer : '';
+      return envelopeFromJson(frame.message, { producer });
+    },
+  };
 }

@@ -9,7 +9,8 @@ import type { EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 
 /**
- * A failed attempt (its ack deadline passed: 3002, or the agent rejected it: 3003) becomes
+ * A failed attempt (its ack deadline passed: 3002, the agent rejected it: 3003, or it waited
+ * for a free slot of a saturated agent until its budget or expiry ran out: 2002) becomes
  * either a retry — a RetryRequest on reach.retry.v1 with `not_before` = now + backoff and every
  * agent that failed this message so far in `exclude_agent_ids` (failover, SPEC R-B9) — or an
  * end: REJECTED 3003 for an agent's final refusal, DEAD 3004/3005/3006 when attempts, budget or
@@ -36,7 +37,7 @@ export interface AttemptFailure {
   /** The delivered envelope, payload included. */
   envelope: Envelope;
   head: EntryHead;
-  code: 3002 | 3003;
+  code: 3002 | 3003 | 2002;
   reason: string;
   /** False for an agent's `retryable: false` reject. */
   failureRetryable: boolean;
@@ -85,7 +86,8 @@ export class Failures {
 
   /** The records that settle a failed attempt (produced by the caller, acks=-1). */
   async records(f: AttemptFailure, now: number = Date.now()): Promise<{ records: OutRecord[]; decision: FailureDecision }> {
-    if (f.code === 3002 || f.failureRetryable) this.d.circuits?.record(f.agent, false);
+    // A wait for a slot is the agent being busy, not failing: it does not count against its circuit.
+    if (f.code !== 2002 && (f.code === 3002 || f.failureRetryable)) this.d.circuits?.record(f.agent, false);
     const env = f.envelope;
     const attempt = f.head.attempt;
     const history = await this.remember(env.message_id, { attempt, agent_id: f.agent, code: f.code, reason: f.reason, at: new Date(now).toISOString() });

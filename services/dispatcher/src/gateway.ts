@@ -1,7 +1,7 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
-import { ReachError, bearer, type Logger } from '@reach/core';
+import { bearer, type Logger, type TokenClaims } from '@reach/core';
 import type { SchemaCodec } from '@reach/envelope';
 import type { Pool } from '@reach/store';
 import type { AgentChannels } from './agent-channels.js';
@@ -12,6 +12,7 @@ import type { Outcomes } from './outcomes.js';
 import { presenceRecord } from './presence.js';
 import { CLOSE, CONNECT_PATH } from './protocol.js';
 import type { ReplayBuffer } from './replay-buffer.js';
+import { RevocationWatch } from './revocation-watch.js';
 
 /**
  * ws closes a connection whose frame exceeds maxPayload with 1009 on its own, before telling
@@ -60,6 +61,7 @@ export class Gateway implements ConnectionHost {
   private sweepTimer: NodeJS.Timeout | undefined;
   private readonly presenceUpdates = new Set<Promise<void>>();
   private closing = false;
+  private readonly revocations: RevocationWatch;
 
   constructor(private readonly d: GatewayDeps) {
     this.config = d.config;
@@ -69,6 +71,7 @@ export class Gateway implements ConnectionHost {
     this.codec = d.codec;
     this.metrics = d.metrics;
     this.log = d.log.child({ component: 'gateway' });
+    this.revocations = new RevocationWatch(d.pg, this.log, () => this.all);
     this.wss = new WebSocketServer({
       noServer: true,
       maxPayload: d.config.maxFrameBytes,
@@ -94,6 +97,7 @@ export class Gateway implements ConnectionHost {
     const tick = Math.max(25, Math.min(1000, Math.floor(Math.min(this.config.pingIntervalMs, this.config.idleTimeoutMs, this.config.authTimeoutMs) / 4)));
     this.sweepTimer = setInterval(() => this.sweep(), tick);
     this.sweepTimer.unref();
+    this.revocations.start();
   }
 
   private sweep(): void {
@@ -111,13 +115,12 @@ export class Gateway implements ConnectionHost {
     return this.byAgent.size;
   }
 
-  async isRevoked(jti: string): Promise<boolean> {
-    try {
-      const r = await this.d.pg.query('SELECT 1 FROM revoked_tokens WHERE jti = $1 LIMIT 1', [jti]);
-      return (r.rowCount ?? 0) > 0;
-    } catch (err) {
-      throw new ReachError('DEPENDENCY_UNAVAILABLE', `cannot check token revocation: ${(err as Error).message}`, { cause: err });
-    }
+  isRevoked(jti: string): Promise<boolean> {
+    return this.revocations.isRevoked(jti);
+  }
+
+  verifyRenewal(agentId: string, token: string): Promise<TokenClaims> {
+    return this.revocations.verifyRenewal(agentId, token, this.config.tokenSecret);
   }
 
   async register(conn: AgentConnection): Promise<boolean> {
@@ -201,6 +204,7 @@ export class Gateway implements ConnectionHost {
   close(): void {
     this.closing = true;
     if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.revocations.stop();
     for (const conn of [...this.all]) conn.close(CLOSE.GOING_AWAY, 'dispatcher shutting down');
     this.wss.close();
   }

@@ -1,11 +1,13 @@
-import { Gauge, type Counter } from 'prom-client';
+import { Gauge, type Counter, type Histogram } from 'prom-client';
 import type { ServiceMetrics } from '@reach/service-kit';
 
 /** The dispatcher's own metrics, `reach_dispatcher_*` (DESIGN §8), with bounded labels only. */
 export interface DispatcherMetrics {
   connections: Gauge;
   connects: Counter;
+  connectAttempts: Counter<'outcome'>;
   authFailures: Counter;
+  dispatchSeconds: Histogram<'outcome'>;
   closes: Counter<'code'>;
   routed: Counter;
   deliveriesSent: Counter;
@@ -21,6 +23,10 @@ export interface DispatcherMetrics {
   lateAnswers: Counter<'kind'>;
   retriesScheduled: Counter<'code'>;
   deaths: Counter<'code'>;
+  queued: Counter<'priority'>;
+  promotions: Counter<'priority'>;
+  waitSeconds: Histogram<'priority'>;
+  waitExpired: Counter<'priority'>;
 }
 
 export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
@@ -31,6 +37,17 @@ export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
       registers: [m.registry],
     }),
     connects: m.counter('connects_total', 'Agent WebSocket connections that authenticated.'),
+    connectAttempts: m.counter(
+      'connect_attempts_total',
+      'WebSocket handshakes on /v1/connect by how they ended: connected (welcome sent), auth_failed (4003 before welcome), unavailable (5002), aborted (closed or replaced before welcome).',
+      ['outcome'],
+    ),
+    dispatchSeconds: m.histogram(
+      'dispatch_duration_seconds',
+      'Dispatch stage: from a deliver frame being sent on a socket to the agent acking or rejecting it, by outcome.',
+      ['outcome'],
+      [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    ),
     authFailures: m.counter('auth_failures_total', 'WebSocket connections closed with 4003 (bad, expired or missing token, or no hello in time).'),
     closes: m.counter('closes_total', 'WebSocket connections closed, by close code.', ['code']),
     routed: m.counter('routed_deliveries_total', 'Routed deliveries consumed and written to a replay buffer.'),
@@ -49,5 +66,23 @@ export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
     ]),
     retriesScheduled: m.counter('retries_scheduled_total', 'Failed attempts sent to reach.retry.v1, by failure code.', ['code']),
     deaths: m.counter('dead_total', 'Messages declared DEAD after a failed attempt, by code (3004, 3005, 3006).', ['code']),
+    // Waiting now, cluster-wide = sum over instances of queued − promotions − wait_expired.
+    queued: m.counter(
+      'waiting_deliveries_total',
+      'Routed deliveries that found their agent at its max_concurrency and started waiting in its priority lane, by priority.',
+      ['priority'],
+    ),
+    promotions: m.counter('promotions_total', 'Waiting deliveries given a free slot of their agent and sent, by priority.', ['priority']),
+    waitSeconds: m.histogram(
+      'wait_duration_seconds',
+      'How long promoted deliveries waited for a free slot of their agent, by priority.',
+      ['priority'],
+      [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    ),
+    waitExpired: m.counter(
+      'wait_expired_total',
+      'Waiting deliveries whose budget or expire_at passed before a slot freed (failed: DEAD 3005/3006 or retried elsewhere), by priority.',
+      ['priority'],
+    ),
   };
 }

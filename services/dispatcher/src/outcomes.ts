@@ -7,7 +7,7 @@ import type { Failures } from './failures.js';
 import type { CircuitRecorder } from './circuit-recorder.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Outbox } from './outbox.js';
-import type { ReplayBuffer } from './replay-buffer.js';
+import type { Promotion, ReplayBuffer } from './replay-buffer.js';
 
 /**
  * What an agent's answer to a delivery does, whichever channel it came over (WebSocket frame
@@ -16,7 +16,8 @@ import type { ReplayBuffer } from './replay-buffer.js';
  * HTTP `wait_ms`) and, when the message named a `reply_to`, a correlated `task_result`
  * message produced to reach.ingress.v1 under the agent's token (ingress checks it like any
  * agent message). The buffer entry is removed first: of two concurrent answers only one
- * produces the status.
+ * produces the status. Each answer frees a slot of the agent: what the buffer promoted into it
+ * goes to `promoted` (promotions.ts) to be sent.
  */
 const INGRESS_SUBJECT = valueSubject(TOPICS.ingress.name);
 
@@ -50,6 +51,8 @@ export interface OutcomesDeps {
   /** Settles rejected attempts: a retry on another agent, or REJECTED/DEAD with DLQ and receipt. */
   failures?: Failures;
   circuits?: CircuitRecorder;
+  /** Sends waiting deliveries promoted into the slot an answer freed. */
+  promoted?: (promotions: readonly Promotion[]) => void;
 }
 
 export type AnswerOutcome = 'done' | 'gone' | 'mismatch';
@@ -81,6 +84,7 @@ export class Outcomes {
     const taken = await this.d.buffer.take(agent, seq, messageId, true);
     if (taken.kind === 'gone') this.late('ack', agent, seq, messageId);
     if (taken.kind !== 'taken') return taken.kind;
+    this.d.promoted?.(taken.promotions);
     const head = this.headOrLog(taken.head, agent, messageId, seq);
     if (!head) return 'done';
     const envelope = envelopeFromMessageJson(head.message);
@@ -96,6 +100,7 @@ export class Outcomes {
     const taken = await this.d.buffer.take(agent, seq, messageId, false, failures !== undefined);
     if (taken.kind === 'gone') this.late('reject', agent, seq, messageId);
     if (taken.kind !== 'taken') return taken.kind;
+    this.d.promoted?.(taken.promotions);
     const head = this.headOrLog(headOf(taken.head), agent, messageId, seq);
     if (!head) return 'done';
     const reason = r.reason ?? 'rejected by the agent';
@@ -175,7 +180,10 @@ export class Outcomes {
       replyId = reply.message_id;
     }
     // A result for a delivery not acked yet is its ack too: it leaves the buffer (not replayed).
-    if (unacked && inflightSeq !== undefined) await this.d.buffer.take(agent, inflightSeq, r.message_id, true);
+    if (unacked && inflightSeq !== undefined) {
+      const taken = await this.d.buffer.take(agent, inflightSeq, r.message_id, true);
+      if (taken.kind === 'taken') this.d.promoted?.(taken.promotions);
+    }
     await this.d.outbox.send(out);
     this.d.metrics.results.inc();
     return replyId;

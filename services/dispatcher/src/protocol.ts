@@ -66,7 +66,18 @@ export interface PingFrame {
   ts: number | undefined;
 }
 
-export type AgentFrame = HelloFrame | AckFrame | RejectFrame | ResultFrame | SendFrame | PingFrame;
+/**
+ * agent → `refresh_token {token}`: a fresh token of the same agent for the open connection
+ * (the SDK renews before expiry without reconnecting); server → `token_refreshed {expires_at}`,
+ * or `error` 1003 and close 4003 when the token is not valid for this agent. An extension of
+ * DESIGN §4: an agent that never sends it is closed with 4003 when its token expires.
+ */
+export interface RefreshTokenFrame {
+  type: 'refresh_token';
+  token: string;
+}
+
+export type AgentFrame = HelloFrame | AckFrame | RejectFrame | ResultFrame | SendFrame | PingFrame | RefreshTokenFrame;
 
 /** A frame that could not be understood; the connection stays open and gets an `error` frame. */
 export interface FrameError {
@@ -162,6 +173,8 @@ export function parseAgentFrame(text: string): AgentFrame | FrameError {
       case 'ping':
       case 'pong':
         return { type: f.type, ts: typeof f.ts === 'number' && Number.isFinite(f.ts) ? f.ts : undefined };
+      case 'refresh_token':
+        return { type: 'refresh_token', token: reqString(f, 'token') };
       default:
         return {
           type: 'invalid',
@@ -191,6 +204,11 @@ export function errorFrameOf(err: ReachError, clientRef?: string): string {
 
 export function acceptedFrame(clientRef: string | undefined, messageId: string): string {
   return JSON.stringify({ type: 'accepted', client_ref: clientRef ?? null, message_id: messageId });
+}
+
+/** The connection now runs on the token of a `refresh_token` frame; `exp` in epoch seconds. */
+export function tokenRefreshedFrame(exp: number): string {
+  return JSON.stringify({ type: 'token_refreshed', expires_at: new Date(exp * 1000).toISOString() });
 }
 
 export function pingFrame(ts: number): string {

@@ -1,6 +1,8 @@
 import { ReachError } from '@reach/core';
 import type { Redis } from '@reach/store';
-import { midPrefix } from './entry.js';
+import { APPEND, FILL, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
+import { deadlineJson, midPrefix } from './entry.js';
+import { LANES, type LaneIndex, type PerLane } from './lanes.js';
 
 /**
  * Per-agent sequence numbers and replay buffers in Redis (SPEC R-C6), shared by every
@@ -15,75 +17,31 @@ import { midPrefix } from './entry.js';
  * - `reach:res:{agent}:<message_id>`  the head of an acked entry (envelope fields without the
  *   payload) while its result may still come (reply_to, trace), short-lived.
  *
+ * and the per-target concurrency cap (SPEC R-D7) with priority lanes (SPEC R-D9): the buffer
+ * holds at most the agent's max_concurrency deliveries (sent or about to be, not yet acked,
+ * rejected or failed); the rest wait, without a seq, in
+ *
+ * - `reach:wait:{agent}:HIGH|NORMAL|LOW`  sorted sets, score = arrival order
+ *   (`reach:worder:{agent}`, INCR), member = the waiting entry (buffer-scripts.ts);
+ * - `reach:wrr:{agent}`  the lanes' round-robin credits (lanes.ts), fields H, N, L;
+ * - `reach:wait-deadlines`  when each waiting entry gives up (its budget or expire_at):
+ *   score = epoch ms, member = `<agent>|<lane>|<order>`; the deadline sweeper fails those.
+ *
+ * Every script that frees a slot (ack, reject, result, missed ack deadline) promotes the next
+ * waiting entries in the same step, so the cap holds across all dispatcher instances; the
+ * caller announces what was promoted (promotions.ts).
+ *
  * The `{agent}` hash tag keeps one agent's keys in one Redis Cluster slot, so the scripts
  * that touch several of them stay valid there. Every failure is DEPENDENCY_UNAVAILABLE
  * (retryable): the consume loop retries the batch instead of dead-lettering good records.
  */
 
-// The ack deadline is registered in the same script as the entry (KEYS[3], member
-// `<agent>|<seq>`), so no buffered delivery is ever without a deadline.
-const APPEND = `
-local seq = redis.call('INCR', KEYS[1])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-local entry = ARGV[1] .. '\\n{"type":"deliver","seq":' .. seq .. ARGV[2]
-redis.call('ZADD', KEYS[2], seq, entry)
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-if ARGV[5] ~= '' then redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6] .. '|' .. seq) end
-return seq`;
-
-// Removes the entry with this seq if it is the named message and returns its head (first
-// line); nil when there is none (already acked), 0 when the seq holds another message. With
-// ARGV[3] = '1' the head is also kept as the message's result context for its ctx_ttl_s.
-// The delivery's deadline (KEYS[3], member ARGV[4]) goes too; ARGV[5] = '1' returns the whole
-// entry instead of its head (a retried reject needs the payload).
-const TAKE = `
-local m = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[1])
-if #m == 0 then return false end
-local e = m[1]
-if string.sub(e, 1, #ARGV[2]) ~= ARGV[2] then return 0 end
-redis.call('ZREM', KEYS[1], e)
-local nl = string.find(e, '\\n', 1, true)
-local head = string.sub(e, 1, nl - 1)
-if ARGV[3] == '1' then
-  local ok, h = pcall(cjson.decode, head)
-  local ttl = ok and tonumber(h['ctx_ttl_s']) or 0
-  if ttl and ttl > 0 then redis.call('SET', KEYS[2], head, 'EX', math.floor(ttl)) end
-end
-redis.call('ZREM', KEYS[3], ARGV[4])
-if ARGV[5] == '1' then return e end
-return head`;
-
-// The deadline sweeper's take: removes the entry with this seq whatever message it holds and
-// returns it whole (the retry needs the payload); nil when it was answered meanwhile.
-const TAKE_EXPIRED = `
-local m = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[1])
-if #m == 0 then return false end
-redis.call('ZREM', KEYS[1], m[1])
-return m[1]`;
-
 interface ScriptCommands {
-  reachAppend(
-    seqKey: string,
-    bufKey: string,
-    deadlinesKey: string,
-    head: string,
-    suffix: string,
-    bufTtlS: number,
-    seqTtlS: number,
-    deadline: number | '',
-    agent: string,
-  ): Promise<number>;
-  reachTake(
-    bufKey: string,
-    resultKey: string,
-    deadlinesKey: string,
-    seq: number,
-    prefix: string,
-    keep: '0' | '1',
-    member: string,
-    whole: '0' | '1',
-  ): Promise<string | number | null>;
-  reachTakeExpired(bufKey: string, seq: number): Promise<string | null>;
+  reachAppend(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
+  reachTake(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
+  reachTakeExpired(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
+  reachFill(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
+  reachTakeWaiting(...keysAndArgs: Array<string | number>): Promise<string | null>;
 }
 
 /** How long the seq counter and connection generation outlive the last delivery (30 days). */
@@ -94,12 +52,17 @@ export const keys = {
   buf: (agent: string) => `reach:buf:{${agent}}`,
   gen: (agent: string) => `reach:gen:{${agent}}`,
   result: (agent: string, messageId: string) => `reach:res:{${agent}}:${messageId}`,
+  wait: (agent: string, lane: LaneIndex) => `reach:wait:{${agent}}:${LANES[lane]}`,
+  order: (agent: string) => `reach:worder:{${agent}}`,
+  credits: (agent: string) => `reach:wrr:{${agent}}`,
   /**
    * Ack deadlines of every buffered delivery of every agent: score = deadline (epoch ms),
    * member = `<agent>|<seq>`. One key (not per agent) so a sweeper finds what is due with one
    * range read; on Redis Cluster it must be split by slot (not needed for one Redis).
    */
   deadlines: 'reach:deadlines',
+  /** Wait deadlines of every waiting entry: score = epoch ms, member = `<agent>|<lane>|<order>`. */
+  waitDeadlines: 'reach:wait-deadlines',
 };
 
 /** The deadline member of a delivery. */
@@ -113,13 +76,63 @@ export function parseDeadlineMember(member: string): { agent: string; seq: numbe
   return bar > 0 && Number.isSafeInteger(seq) ? { agent: member.slice(0, bar), seq } : undefined;
 }
 
+export function parseWaitMember(member: string): { agent: string; lane: LaneIndex; order: number } | undefined {
+  const m = /^(.+)\|(HIGH|NORMAL|LOW)\|(\d+)$/.exec(member);
+  if (!m) return undefined;
+  return { agent: m[1]!, lane: LANES.indexOf(m[2] as (typeof LANES)[number]) as LaneIndex, order: Number(m[3]) };
+}
+
 export interface BufferedEntry {
   seq: number;
   entry: string;
 }
 
+/** A waiting delivery that got a slot: now in the buffer with its seq and ack deadline. */
+export interface Promotion {
+  agent: string;
+  seq: number;
+  entry: string;
+  lane: LaneIndex;
+  /** When it started waiting (epoch ms). */
+  queuedAt: number;
+  /** Its ack deadline (epoch ms). */
+  deadline: number;
+}
+
 /** `head` is the entry's head, or the whole entry when asked for (`whole`). */
-export type TakeOutcome = { kind: 'taken'; head: string } | { kind: 'gone' } | { kind: 'mismatch' };
+export type TakeOutcome = { kind: 'taken'; head: string; promotions: Promotion[] } | { kind: 'gone' } | { kind: 'mismatch' };
+
+/** How deliveries of an agent are let through: its cap and the lane weights. */
+export interface FlowPolicy {
+  /** The agent's max_concurrency; 0 = no cap (an agent the registry view does not know). */
+  limitOf(agent: string): number;
+  weights: PerLane;
+}
+
+/** A routed delivery for `appendMany`. */
+export interface AppendItem {
+  agent: string;
+  head: string;
+  attempt: number;
+  /** The end of its deliver frame (entry.ts messagePart). */
+  messagePart: string;
+  /** Ack deadline (epoch ms) when it goes out at once. */
+  deadline: number;
+  /** Ack window (ms) from the moment it is promoted, if it has to wait. */
+  windowMs: number;
+  /** End of the message's budget (epoch ms): no ack deadline goes past it. */
+  budgetAt: number | null;
+  lane: LaneIndex;
+  /** When a waiting delivery gives up (epoch ms). */
+  waitDeadline: number;
+}
+
+export type AppendResult = { kind: 'inflight'; seq: number } | { kind: 'waiting'; order: number };
+
+export interface FlowState {
+  inFlight: number;
+  waiting: PerLane;
+}
 
 async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
   try {
@@ -130,45 +143,98 @@ async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Promotions returned flat by the scripts (five values each, from `from`). */
+function promotionsOf(agent: string, flat: ReadonlyArray<string | number>, from: number): Promotion[] {
+  const out: Promotion[] = [];
+  for (let i = from; i + 4 < flat.length; i += 5) {
+    out.push({
+      agent,
+      seq: Number(flat[i]),
+      entry: String(flat[i + 1]),
+      lane: (Number(flat[i + 2]) - 1) as LaneIndex,
+      queuedAt: Number(flat[i + 3]),
+      deadline: Number(flat[i + 4]),
+    });
+  }
+  return out;
+}
+
 export class ReplayBuffer {
   private readonly scripts: ScriptCommands;
 
   constructor(
     private readonly redis: Redis,
     private readonly ttlS: number,
+    private readonly flow: FlowPolicy = { limitOf: () => 0, weights: [60, 30, 10] },
   ) {
-    redis.defineCommand('reachAppend', { numberOfKeys: 3, lua: APPEND });
-    redis.defineCommand('reachTake', { numberOfKeys: 3, lua: TAKE });
-    redis.defineCommand('reachTakeExpired', { numberOfKeys: 1, lua: TAKE_EXPIRED });
+    redis.defineCommand('reachAppend', { numberOfKeys: 9, lua: APPEND });
+    redis.defineCommand('reachTake', { numberOfKeys: 9, lua: TAKE });
+    redis.defineCommand('reachTakeExpired', { numberOfKeys: 8, lua: TAKE_EXPIRED });
+    redis.defineCommand('reachFill', { numberOfKeys: 8, lua: FILL });
+    redis.defineCommand('reachTakeWaiting', { numberOfKeys: 8, lua: TAKE_WAITING });
     this.scripts = redis as unknown as ScriptCommands;
   }
 
+  /** The keys every promoting script starts with (buffer-scripts.ts). */
+  private flowKeys(agent: string): string[] {
+    return [
+      keys.seq(agent),
+      keys.buf(agent),
+      keys.deadlines,
+      keys.wait(agent, 0),
+      keys.wait(agent, 1),
+      keys.wait(agent, 2),
+      keys.credits(agent),
+      keys.waitDeadlines,
+    ];
+  }
+
+  /** The arguments every promoting script starts with: the agent's cap read now (a re-registration applies at once). */
+  private flowArgv(agent: string, now: number): Array<string | number> {
+    const w = this.flow.weights;
+    return [this.flow.limitOf(agent), w[0], w[1], w[2], now, this.ttlS, Math.max(COUNTER_TTL_S, this.ttlS), agent];
+  }
+
   /**
-   * Assigns the next seq of each delivery's agent and stores the entry, in one pipeline.
-   * Within an agent the seqs follow the order given (one partition owns an agent's records).
+   * Stores each routed delivery, in one pipeline: in the agent's buffer with its next seq when
+   * the agent has a free slot and nothing waits, else in its priority lane. Within an agent the
+   * order given is kept (one partition owns an agent's records). Deliveries promoted on the
+   * way (a raised max_concurrency) come back in `promotions`, for the caller to announce.
    */
-  async appendMany(items: ReadonlyArray<{ agent: string; head: string; suffix: string; deadline?: number }>): Promise<number[]> {
-    if (items.length === 0) return [];
+  async appendMany(items: readonly AppendItem[], now: number = Date.now()): Promise<{ results: AppendResult[]; promotions: Promotion[] }> {
+    if (items.length === 0) return { results: [], promotions: [] };
     return call('append', async () => {
       const pipe = this.redis.pipeline();
       const p = pipe as unknown as ScriptCommands;
-      for (const it of items)
+      for (const it of items) {
         void p.reachAppend(
-          keys.seq(it.agent),
-          keys.buf(it.agent),
-          keys.deadlines,
+          ...this.flowKeys(it.agent),
+          keys.order(it.agent),
+          ...this.flowArgv(it.agent, now),
           it.head,
-          it.suffix,
-          this.ttlS,
-          Math.max(COUNTER_TTL_S, this.ttlS),
-          it.deadline ?? '',
-          it.agent,
+          it.attempt,
+          deadlineJson(it.deadline),
+          it.messagePart,
+          it.deadline,
+          Math.max(0, Math.round(it.windowMs)),
+          it.budgetAt ?? 0,
+          it.lane + 1,
+          it.waitDeadline,
         );
-      const results = (await pipe.exec()) ?? [];
-      return results.map(([err, seq]) => {
+      }
+      const replies = (await pipe.exec()) ?? [];
+      const results: AppendResult[] = [];
+      const promotions: Promotion[] = [];
+      replies.forEach(([err, reply], i) => {
         if (err) throw err;
-        return Number(seq);
+        const flat = reply as Array<string | number>;
+        if (Number(flat[0]) > 0) results.push({ kind: 'inflight', seq: Number(flat[0]) });
+        else {
+          results.push({ kind: 'waiting', order: Number(flat[1]) });
+          promotions.push(...promotionsOf(items[i]!.agent, flat, 2));
+        }
       });
+      return { results, promotions };
     });
   }
 
@@ -183,15 +249,16 @@ export class ReplayBuffer {
   }
 
   /**
-   * Removes an acked (or rejected) delivery and returns its head; only the first of concurrent
-   * takes gets it. `keepContext`: keep the head for a result that may follow (acks, not rejects).
+   * Removes an acked (or rejected) delivery and returns its head, and what was promoted into
+   * the freed slot; only the first of concurrent takes gets it. `keepContext`: keep the head
+   * for a result that may follow (acks, not rejects).
    */
-  async take(agent: string, seq: number, messageId: string, keepContext: boolean, whole = false): Promise<TakeOutcome> {
+  async take(agent: string, seq: number, messageId: string, keepContext: boolean, whole = false, now: number = Date.now()): Promise<TakeOutcome> {
     const r = await call('take', () =>
       this.scripts.reachTake(
-        keys.buf(agent),
+        ...this.flowKeys(agent),
         keys.result(agent, messageId),
-        keys.deadlines,
+        ...this.flowArgv(agent, now),
         seq,
         midPrefix(messageId),
         keepContext ? '1' : '0',
@@ -199,18 +266,59 @@ export class ReplayBuffer {
         whole ? '1' : '0',
       ),
     );
-    if (typeof r === 'string') return { kind: 'taken', head: r };
-    return r === 0 ? { kind: 'mismatch' } : { kind: 'gone' };
+    const status = Number(r[0]);
+    if (status === 1) return { kind: 'taken', head: String(r[1]), promotions: promotionsOf(agent, r, 2) };
+    return status === 2 ? { kind: 'mismatch' } : { kind: 'gone' };
   }
 
-  /** Removes and returns the un-acked entry with this seq (its deadline passed); undefined when answered. */
-  async takeExpired(agent: string, seq: number): Promise<string | undefined> {
-    return call('take expired', async () => (await this.scripts.reachTakeExpired(keys.buf(agent), seq)) ?? undefined);
+  /**
+   * Removes and returns the un-acked entry with this seq (its deadline passed), and what was
+   * promoted into the freed slot; undefined when it was answered meanwhile.
+   */
+  async takeExpired(agent: string, seq: number, now: number = Date.now()): Promise<{ entry: string; promotions: Promotion[] } | undefined> {
+    const r = await call('take expired', () => this.scripts.reachTakeExpired(...this.flowKeys(agent), ...this.flowArgv(agent, now), seq));
+    const entry = String(r[0]);
+    return entry === '' ? undefined : { entry, promotions: promotionsOf(agent, r, 1) };
   }
 
-  /** Puts an entry taken by `takeExpired` back (its failure could not be recorded). */
+  /**
+   * Puts an entry taken by `takeExpired` back (its failure could not be recorded). Until it is
+   * failed again the agent may have one delivery more than its cap: the slot was refilled.
+   */
   async restore(agent: string, seq: number, entry: string): Promise<void> {
     await call('restore', () => this.redis.zadd(keys.buf(agent), seq, entry));
+  }
+
+  /** Promotes waiting deliveries into whatever slots are free. */
+  async fill(agent: string, now: number = Date.now()): Promise<Promotion[]> {
+    const r = await call('fill', () => this.scripts.reachFill(...this.flowKeys(agent), ...this.flowArgv(agent, now)));
+    return promotionsOf(agent, r, 0);
+  }
+
+  /** Removes and returns a waiting entry whose wait deadline passed; undefined when promoted meanwhile. */
+  async takeWaiting(agent: string, lane: LaneIndex, order: number, now: number = Date.now()): Promise<string | undefined> {
+    return call(
+      'take waiting',
+      async () => (await this.scripts.reachTakeWaiting(...this.flowKeys(agent), ...this.flowArgv(agent, now), lane + 1, order)) ?? undefined,
+    );
+  }
+
+  /** Puts a waiting entry taken by `takeWaiting` back in its place (its failure could not be recorded). */
+  async restoreWaiting(agent: string, lane: LaneIndex, order: number, member: string): Promise<void> {
+    await call('restore waiting', () => this.redis.zadd(keys.wait(agent, lane), order, member));
+  }
+
+  /** How many deliveries of the agent are in flight and waiting, per lane. */
+  async flowState(agent: string): Promise<FlowState> {
+    return call('flow state', async () => {
+      const res =
+        (await this.redis.multi().zcard(keys.buf(agent)).zcard(keys.wait(agent, 0)).zcard(keys.wait(agent, 1)).zcard(keys.wait(agent, 2)).exec()) ?? [];
+      const n = res.map(([err, v]) => {
+        if (err) throw err;
+        return Number(v);
+      });
+      return { inFlight: n[0] ?? 0, waiting: [n[1] ?? 0, n[2] ?? 0, n[3] ?? 0] };
+    });
   }
 
   /** The entry with this seq, if it is still un-acked. */

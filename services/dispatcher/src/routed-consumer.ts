@@ -1,12 +1,12 @@
 import { ReachError, toReachError, type Logger } from '@reach/core';
-import type { AgentRecord, Envelope, RoutedDelivery, SchemaCodec } from '@reach/envelope';
-import { TOPICS, produceAll, valueSubject, type InRecord, type OutRecord, type Producer, type TableView } from '@reach/kafka';
+import type { Envelope, RoutedDelivery, SchemaCodec } from '@reach/envelope';
+import { TOPICS, produceAll, valueSubject, type InRecord, type OutRecord, type Producer } from '@reach/kafka';
 import { deadLetterRecord, statusRecord } from '@reach/service-kit';
-import type { AgentChannels } from './agent-channels.js';
-import { buildEntry, entryPartsOf, frameOf } from './entry.js';
-import type { Gateway } from './gateway.js';
-import type { HttpPusher } from './http-push.js';
+import type { Announcement } from './announcer.js';
+import { buildEntry, entryPartsOf } from './entry.js';
+import { LANES, laneOf } from './lanes.js';
 import type { DispatcherMetrics } from './metrics.js';
+import type { Promoter } from './promotions.js';
 import type { ReplayBuffer } from './replay-buffer.js';
 
 /**
@@ -14,17 +14,20 @@ import type { ReplayBuffer } from './replay-buffer.js';
  * partitions; a record's key is its agent, so one owner handles each agent in order). For a
  * batch of records the owner
  *
- *   1. assigns each delivery its agent's next seq and stores it in the agent's replay buffer
- *      (one Redis pipeline),
- *   2. produces DELIVERING for each (detail `{seq, deadline, instance}`), acks=-1,
- *   3. only then announces the deliveries — to a socket held right here, else over pub/sub to
- *      the instance holding it, else (nobody listening and an `http` endpoint registered) by
- *      HTTP push — so no ack can overtake its DELIVERING event,
+ *   1. stores each delivery in Redis (one pipeline): in the agent's replay buffer with its next
+ *      seq when the agent has a free slot (fewer than max_concurrency un-acked) and nothing
+ *      waits before it, else in the agent's waiting lane of its priority (replay-buffer.ts),
+ *   2. produces DELIVERING for each (detail `{seq, deadline, instance}`, or `{waiting: <lane>,
+ *      instance}` for a waiting one), acks=-1,
+ *   3. only then announces the deliveries that have a seq (announcer.ts), so no ack can
+ *      overtake its DELIVERING event,
  *
- * and returns; the batch stage then resolves the offsets. Nothing here waits for an agent:
- * sends are queued on sockets, pushes on the push pool. A record that cannot be decoded goes
- * to reach.dlq.v1; a dependency failure (Redis, Kafka, the schema registry) fails the batch,
- * which kafkajs retries (at-least-once: a retried batch may buffer a delivery twice).
+ * and returns; the batch stage then resolves the offsets. Nothing here waits for an agent, nor
+ * for a slot (DESIGN §8): a waiting delivery is durably in Redis and flows when an ack, reject
+ * or missed ack deadline frees a slot — the script that frees it promotes the next one. A
+ * record that cannot be decoded goes to reach.dlq.v1; a dependency failure (Redis, Kafka, the
+ * schema registry) fails the batch, which kafkajs retries (at-least-once: a retried batch may
+ * buffer a delivery twice).
  */
 const ROUTED_SUBJECT = valueSubject(TOPICS.routed.name);
 
@@ -35,10 +38,8 @@ export interface RoutedConsumerDeps {
   codec: SchemaCodec;
   producer: Producer;
   buffer: ReplayBuffer;
-  channels: AgentChannels;
-  gateway: Gateway;
-  pusher: HttpPusher;
-  agents: TableView<AgentRecord>;
+  promoter: Promoter;
+  announce(items: readonly Announcement[]): Promise<void>;
   metrics: DispatcherMetrics;
   log: Logger;
 }
@@ -48,6 +49,7 @@ interface Accepted {
   envelope: Envelope;
   head: string;
   suffix: string;
+  messagePart: string;
 }
 
 export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly InRecord[]) => Promise<readonly OutRecord[]> {
@@ -70,11 +72,34 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     if (accepted.length === 0) return dead;
 
     // Each delivery's ack deadline is registered with it; the deadline sweeper fails it if unanswered.
-    const seqs = await d.buffer.appendMany(
-      accepted.map((a) => ({ agent: a.delivery.agent_id, head: a.head, suffix: a.suffix, deadline: a.delivery.deadline_at })),
+    const now = Date.now();
+    const { results, promotions } = await d.buffer.appendMany(
+      accepted.map((a) => {
+        const r = a.delivery;
+        return {
+          agent: r.agent_id,
+          head: a.head,
+          attempt: r.attempt,
+          messagePart: a.messagePart,
+          deadline: r.deadline_at,
+          windowMs: r.deadline_at - r.routed_at,
+          budgetAt: r.budget_deadline_at,
+          lane: laneOf(a.envelope.priority),
+          // A waiting delivery gives up with its budget (or expiry); one without either after
+          // as long as a buffered delivery stays replayable.
+          waitDeadline: r.budget_deadline_at ?? a.envelope.expire_at ?? now + d.replayTtlS * 1000,
+        };
+      }),
+      now,
     );
-    const statuses = accepted.map((a, i) =>
-      statusRecord(d.codec, {
+    // Promoted on the way (a raised max_concurrency): already buffered with their seqs, so they
+    // go out now, whatever happens to the rest of the batch.
+    d.promoter.handle(promotions);
+    const statuses = accepted.map((a, i) => {
+      const res = results[i]!;
+      const lane = LANES[laneOf(a.envelope.priority)];
+      if (res.kind === 'waiting') d.metrics.queued.inc({ priority: lane });
+      return statusRecord(d.codec, {
         state: 'DELIVERING',
         envelope: a.envelope,
         service: d.service,
@@ -82,41 +107,27 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
         attempt: a.delivery.attempt,
         agentId: a.delivery.agent_id,
         parentMessageId: a.delivery.parent_message_id,
-        detail: { seq: seqs[i], deadline: new Date(a.delivery.deadline_at).toISOString(), instance: d.instanceId },
-      }),
-    );
+        detail:
+          res.kind === 'inflight'
+            ? { seq: res.seq, deadline: new Date(a.delivery.deadline_at).toISOString(), instance: d.instanceId }
+            : { waiting: lane, instance: d.instanceId },
+      });
+    });
     await produceAll(d.producer, statuses);
     d.metrics.routed.inc(accepted.length);
-    await announce(
-      d,
-      accepted.map((a, i) => ({ a, seq: seqs[i]!, entry: buildEntry(a.head, seqs[i]!, a.suffix) })),
-    );
+    const fresh: Announcement[] = [];
+    accepted.forEach((a, i) => {
+      const res = results[i]!;
+      if (res.kind !== 'inflight') return;
+      fresh.push({
+        agent: a.delivery.agent_id,
+        seq: res.seq,
+        entry: buildEntry(a.head, res.seq, a.suffix),
+        messageId: a.delivery.message_id,
+        traceId: a.envelope.trace_id,
+      });
+    });
+    await d.announce(fresh);
     return dead;
   };
-}
-
-async function announce(d: RoutedConsumerDeps, items: ReadonlyArray<{ a: Accepted; seq: number; entry: string }>): Promise<void> {
-  const remote: Array<{ a: Accepted; seq: number; entry: string; agent: string }> = [];
-  for (const it of items) {
-    const agent = it.a.delivery.agent_id;
-    d.log.debug({ agent_id: agent, message_id: it.a.delivery.message_id, trace_id: it.a.envelope.trace_id, seq: it.seq }, 'delivery buffered');
-    const local = d.gateway.localConnection(agent);
-    if (local) local.deliver(it.entry);
-    else remote.push({ ...it, agent });
-  }
-  if (remote.length === 0) return;
-  let listeners: number[];
-  try {
-    listeners = await d.channels.publishDeliveries(remote);
-  } catch (err) {
-    // The deliveries are buffered: a connected agent gets them with its next pump or replay.
-    d.log.warn({ err, count: remote.length }, 'could not announce deliveries over pub/sub');
-    return;
-  }
-  remote.forEach((it, i) => {
-    if (listeners[i] !== 0) return; // held by another instance (or the publish failed: stay buffered)
-    const endpoint = d.agents.get(it.agent)?.endpoints.http;
-    if (!endpoint) return; // offline: the delivery waits in the buffer for the agent's replay
-    d.pusher.push({ agent: it.agent, endpoint, seq: it.seq, messageId: it.a.delivery.message_id, traceId: it.a.envelope.trace_id, frame: frameOf(it.entry) });
-  });
 }

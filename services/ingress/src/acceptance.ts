@@ -1,9 +1,10 @@
-import { MESSAGE_ID_PATTERN, toReachError, type Logger, type ReachError } from '@reach/core';
+import { MESSAGE_ID_PATTERN, PRODUCER_DOMAIN_HEADER, toReachError, type Logger, type ReachError } from '@reach/core';
 import { validateEnvelope, type DeadLetterReason, type Envelope, type MessageState, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
 import { ADMIN_PRODUCER, Authenticator } from './auth.js';
 import type { IdempotencyStore } from './idempotency.js';
+import type { QuotaGate } from './quotas.js';
 import type { EventRow, MessageRow } from './read-model.js';
 import { traceparentFor } from './traceparent.js';
 
@@ -51,6 +52,8 @@ export interface AcceptorDeps {
   codec: SchemaCodec;
   auth: Authenticator;
   idempotency: Pick<IdempotencyStore, 'claim'>;
+  /** Per-producer quotas (SPEC R-D7); without it no producer is rate-limited. */
+  quotas?: QuotaGate;
   service: string;
   instance: string;
   maxPayloadBytes: number;
@@ -74,23 +77,30 @@ function viaDetail(via: Via): Record<string, unknown> {
 
 /**
  * The one acceptance path of both ingress paths (SPEC R-C1: they validate identically):
- * token and producer (1003) → envelope rules (4101/4102) → idempotency key (R-D5) → the records
- * that hand the message to the pipeline. The caller produces the records: the Kafka stage
- * before committing the source offset, the HTTP API before answering.
+ * token and producer (1003) → envelope rules (4101/4102) → producer quota (4129, R-D7) →
+ * idempotency key (R-D5) → the records that hand the message to the pipeline. The caller
+ * produces the records: the Kafka stage before committing the source offset, the HTTP API
+ * before answering.
  */
 export class Acceptor {
   constructor(private readonly deps: AcceptorDeps) {}
 
-  async accept(s: Submission, now: number = Date.now()): Promise<Acceptance> {
-    const { envelope } = s;
+  async accept(submitted: Submission, now: number = Date.now()): Promise<Acceptance> {
+    let s = submitted;
     let attempt = 0;
+    let admin = false;
     try {
       const principal = this.deps.auth.authenticate(s.token, now);
-      Authenticator.checkProducer(principal, envelope.producer);
+      Authenticator.checkProducer(principal, s.envelope.producer);
+      admin = principal.admin;
       if (principal.admin) attempt = s.attempt ?? 0;
+      // The router checks security domains against this header (SPEC R-A8); only the token
+      // says what it is. An admin send (a replay, say) keeps the header of the original.
+      else s = { ...s, envelope: { ...s.envelope, headers: { ...s.envelope.headers, [PRODUCER_DOMAIN_HEADER]: principal.domain ?? 'default' } } };
     } catch (err) {
       return this.reject(s, toReachError(err), now);
     }
+    const { envelope } = s;
     const invalid = validateEnvelope(envelope, { maxPayloadBytes: this.deps.maxPayloadBytes }, now);
     if (invalid) return this.reject(s, invalid, now);
 
@@ -105,14 +115,24 @@ export class Acceptor {
       return this.reject(s, error, now);
     }
 
+    // Only a proven producer is counted (a forged record must not drain someone else's bucket),
+    // and only a valid message (the quota bounds what enters the pipeline). The admin token is
+    // exempt: operators' sends and dead-letter replays (which carry the original producer, and
+    // are paced by the replayer) must not be refused for an agent's storm.
+    const { quotas } = this.deps;
+    const metered = quotas !== undefined && !admin;
+    if (metered) {
+      const verdict = await quotas.admit(envelope);
+      if (verdict.kind === 'duplicate') return this.duplicate(s, verdict.messageId);
+      if (verdict.kind === 'limited') return this.reject(s, verdict.error, now);
+    }
+
     if (envelope.idempotency_key !== null) {
       const claim = await this.deps.idempotency.claim(envelope.producer, envelope.idempotency_key, envelope.message_id);
       if (claim.kind === 'duplicate') {
-        this.deps.log.info(
-          { message_id: envelope.message_id, original_message_id: claim.messageId, trace_id: envelope.trace_id, via: s.via.kind },
-          'duplicate idempotency key; not forwarded again',
-        );
-        return { outcome: 'duplicate', envelope, originalId: claim.messageId };
+        // A resubmission costs no quota: nothing new enters the pipeline.
+        if (metered) await quotas.giveBack(envelope.producer);
+        return this.duplicate(s, claim.messageId);
       }
     }
     const status = statusRecord(
@@ -121,6 +141,15 @@ export class Acceptor {
       now,
     );
     return { outcome: 'accepted', envelope, records: [pending, status] };
+  }
+
+  private duplicate(s: Submission, originalId: string): Acceptance {
+    const { envelope } = s;
+    this.deps.log.info(
+      { message_id: envelope.message_id, original_message_id: originalId, trace_id: envelope.trace_id, via: s.via.kind },
+      'duplicate idempotency key; not forwarded again',
+    );
+    return { outcome: 'duplicate', envelope, originalId };
   }
 
   /**

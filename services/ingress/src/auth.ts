@@ -4,6 +4,8 @@ import { ReachError, sameSecret, verifyToken } from '@reach/core';
 export interface Principal {
   readonly agentId: string;
   readonly admin: boolean;
+  /** The agent's security domain from its token; undefined for the admin token. */
+  readonly domain?: string;
 }
 
 /** The producer name a message submitted with the admin token carries (DESIGN §3). */
@@ -29,7 +31,7 @@ export class Authenticator {
     if (token && this.adminToken && sameSecret(token, this.adminToken)) return { agentId: ADMIN_PRODUCER, admin: true };
     const claims = verifyToken(token, this.secret, now);
     if (this.revocations.has(claims.jti)) throw new ReachError('AUTH_FAILED', 'token has been revoked');
-    return { agentId: claims.sub, admin: false };
+    return { agentId: claims.sub, admin: false, domain: claims.dom };
   }
 
   /**

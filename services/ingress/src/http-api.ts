@@ -108,6 +108,7 @@ export function registerMessageApi(d: MessageApiDeps): void {
   };
 
   d.http.route('POST', '/v1/messages', async (req) => {
+    const received = performance.now();
     const token = bearer(req.headers.authorization);
     const principal = d.auth.authenticate(token);
     const requestedWait = parseWaitMs(req.query.get('wait_ms'));
@@ -135,7 +136,11 @@ export function registerMessageApi(d: MessageApiDeps): void {
           // The sender still gets its answer; only the queryable trace of the refusal is missing.
           d.log.warn({ err, message_id: envelope.message_id, trace_id: envelope.trace_id }, 'could not record a rejection');
         }
-        throw new ReachError(error.codeName, error.message, { details: { ...error.details, message_id: envelope.message_id } });
+        const refusal = new ReachError(error.codeName, error.message, { details: { ...error.details, message_id: envelope.message_id } });
+        // Over quota (4129): 429 with Retry-After, the seconds until the bucket holds a token again.
+        const retryAfterS = error.details?.retry_after_s;
+        if (typeof retryAfterS === 'number') return { status: refusal.httpStatus, body: refusal.toBody(), headers: { 'retry-after': String(retryAfterS) } };
+        throw refusal;
       }
       case 'duplicate': {
         if (waitMs !== undefined) return awaitResult(acceptance.originalId, waitMs);
@@ -148,6 +153,7 @@ export function registerMessageApi(d: MessageApiDeps): void {
           if (envelope.idempotency_key !== null) await d.idempotency.release(envelope.producer, envelope.idempotency_key, envelope.message_id);
           throw err;
         }
+        d.metrics.ingested('http', (performance.now() - received) / 1000);
         const row = provisionalRow(envelope, 'PENDING', reporter, now);
         d.recent.remember(row.message, row.event, now);
         d.log.info({ message_id: envelope.message_id, trace_id: envelope.trace_id, producer: envelope.producer }, 'message accepted');

@@ -89,6 +89,18 @@ export class IdempotencyStore {
   }
 
   /**
+   * Who holds a key according to Redis alone, without claiming it (undefined: no holder there,
+   * or Redis did not answer). A cheap hint, e.g. to answer a duplicate that arrives over quota.
+   */
+  async holder(producer: string, key: string): Promise<string | undefined> {
+    try {
+      return (await this.redis.get(idempotencyRedisKey(producer, key))) ?? undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
    * Gives a key back when its message could not be handed to Kafka, so the sender's retry is
    * accepted instead of answered "duplicate" of a message that never went anywhere. Best effort.
    */

@@ -9,10 +9,10 @@ const INGRESS_SUBJECT = valueSubject(TOPICS.ingress.name);
 
 /**
  * The Kafka ingress path (DESIGN §2): decode the framed envelope, then the same Acceptor as
- * the HTTP path (token in the `reach-token` header, envelope rules, idempotency key). Whatever
- * it returns is produced by the stage before the source offset is committed: the envelope on
- * reach.pending.v1 with its PENDING status, or a refusal (DLQ reason INVALID with its code,
- * REJECTED status, receipt). A duplicate produces nothing. Only a dependency failure (registry,
+ * the HTTP path (token in the `reach-token` header, envelope rules, producer quota, idempotency
+ * key). Whatever it returns is produced by the stage before the source offset is committed: the
+ * envelope on reach.pending.v1 with its PENDING status, or a refusal (DLQ reason INVALID, or
+ * RATE_LIMITED over quota, with its code; REJECTED status; receipt). A duplicate produces nothing. Only a dependency failure (registry,
  * Redis and PostgreSQL both down) stops the partition, and the stage retries it.
  */
 export async function startKafkaIngress<K extends OptionKey>(ctx: ServiceContext<K>, acceptor: Acceptor, metrics: IngressMetrics): Promise<void> {
@@ -40,6 +40,9 @@ export async function startKafkaIngress<K extends OptionKey>(ctx: ServiceContext
           attempt: attemptFromHeader(record.headers[ATTEMPT_HEADER]),
         });
         metrics.count('kafka', acceptance);
+        // From the broker's append of the agent's record to its acceptance; the pending record
+        // goes out with the rest of the batch right after.
+        if (acceptance.outcome === 'accepted') metrics.ingested('kafka', Math.max(0, Date.now() - Number(record.timestamp)) / 1000);
         return acceptance.outcome === 'duplicate' ? [] : acceptance.records;
       } catch (err) {
         const error = toReachError(err);

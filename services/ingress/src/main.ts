@@ -1,18 +1,30 @@
 import { runService, type ServiceContext } from '@reach/service-kit';
+import { createRedis } from '@reach/store';
 import { Acceptor } from './acceptance.js';
 import { Authenticator } from './auth.js';
 import { registerMessageApi } from './http-api.js';
 import { IdempotencyStore } from './idempotency.js';
 import { startKafkaIngress } from './kafka-ingress.js';
 import { IngressMetrics } from './metrics.js';
+import { registerQuotaApi } from './quota-api.js';
+import { QuotaBuckets } from './quota-buckets.js';
+import { QuotaOverrides } from './quota-overrides.js';
+import { Quotas } from './quotas.js';
 import { ReadModel } from './read-model.js';
 import { RecentMessages } from './recent.js';
 import { ResultWaiter } from './result-waiter.js';
 import { RevocationView } from './revocations.js';
 
-// ingress: validation, auth, idempotency and the public message API (DESIGN §1, §2, §3).
-const OPTIONS = ['tokenSecret', 'adminToken', 'idempotencyTtlS', 'maxWaitMs'] as const;
+// ingress: validation, auth, quotas, idempotency and the public message API (DESIGN §1, §2, §3).
+const OPTIONS = ['tokenSecret', 'adminToken', 'idempotencyTtlS', 'maxWaitMs', 'quotaDefaultRate', 'quotaDefaultBurst', 'quotaRefreshMs'] as const;
 type Key = (typeof OPTIONS)[number];
+
+/**
+ * The quota buckets' own Redis connection: a decision must never wait for a stalled Redis (it
+ * falls back to a local bucket instead), so commands fail fast — no offline queue, no retries,
+ * a short timeout — unlike the shared client whose idempotency claims wait up to a second.
+ */
+const QUOTA_REDIS_TIMEOUT_MS = 300;
 
 async function start(ctx: ServiceContext<Key>): Promise<void> {
   const { config } = ctx;
@@ -24,10 +36,28 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   const auth = new Authenticator(config.tokenSecret!, config.adminToken, revocations);
   const idempotency = new IdempotencyStore(ctx.redis, ctx.pg, config.idempotencyTtlS, ctx.log);
   const metrics = new IngressMetrics(ctx.metrics);
+
+  const overrides = new QuotaOverrides(ctx.pg, { ratePerS: config.quotaDefaultRate, burst: config.quotaDefaultBurst }, ctx.log, config.quotaRefreshMs);
+  await overrides.start();
+  ctx.onShutdown(() => overrides.stop());
+  ctx.addReadinessCheck('quota-overrides', () => overrides.ready);
+  const quotaRedis = createRedis(config.redisUrl, ctx.log, {
+    commandTimeoutMs: QUOTA_REDIS_TIMEOUT_MS,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectionName: `${ctx.instanceId}:quotas`,
+  });
+  ctx.onShutdown(async () => {
+    await quotaRedis.quit().catch(() => quotaRedis.disconnect());
+  });
+  const buckets = new QuotaBuckets(quotaRedis, ctx.log, metrics.bucketEvents);
+  const quotas = new Quotas(overrides, buckets, (producer, key) => idempotency.holder(producer, key));
+
   const acceptor = new Acceptor({
     codec: ctx.codec,
     auth,
     idempotency,
+    quotas,
     service: ctx.service,
     instance: ctx.instanceId,
     maxPayloadBytes: config.maxPayloadBytes,
@@ -52,6 +82,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     maxWaitMs: config.maxWaitMs,
     log: ctx.log,
   });
+  registerQuotaApi({ http: ctx.http, secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret }, overrides, instance: ctx.instanceId });
   await startKafkaIngress(ctx, acceptor, metrics);
 }
 
@@ -62,8 +93,9 @@ await runService({
   required: ['tokenSecret'],
   postgres: true,
   redis: true,
-  // Redis only holds idempotency keys here, and PostgreSQL decides when Redis cannot: a stalled
-  // Redis must fall back within a second, not hold every keyed request for the stall.
+  // ctx.redis holds idempotency keys here, and PostgreSQL decides when Redis cannot: a stalled
+  // Redis must fall back within a second, not hold every keyed request for the stall. (Quota
+  // buckets use a client of their own with a shorter timeout, see QUOTA_REDIS_TIMEOUT_MS.)
   redisCommandTimeoutMs: 1_000,
   start,
 });

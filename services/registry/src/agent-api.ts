@@ -12,10 +12,12 @@ import {
   type AgentDescriptor,
   type DescriptorRules,
 } from '@reach/agents';
-import type { HttpServer, Reply, Request } from '@reach/service-kit';
+import type { HttpServer, Reply, Request, RevokedTokenView } from '@reach/service-kit';
 import type { AgentStore } from './agent-store.js';
 import type { AgentFeed } from './agent-feed.js';
 import { authorizeAgent, authorizeRegistration, identifyCaller, type AuthSecrets } from './auth.js';
+import { revokeAgentTokens } from './token-api.js';
+import type { TokenStore } from './token-store.js';
 import { parseHeartbeat } from './heartbeat-body.js';
 import type { RegistryMetrics } from './registry-metrics.js';
 
@@ -35,6 +37,10 @@ export interface AgentApiDeps {
   log: Logger;
   metrics: RegistryMetrics;
   config: AgentApiConfig;
+  /** Issued and revoked tokens (PostgreSQL). */
+  tokens: TokenStore;
+  /** Revoked token ids this instance refuses. */
+  revoked: RevokedTokenView;
 }
 
 /** A fresh agent has done no work yet. */
@@ -77,14 +83,15 @@ async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<
  * show. Every change is in Redis (atomically) and on reach.agents.v1 before the answer.
  */
 export function mountAgentApi(http: HttpServer, deps: AgentApiDeps): void {
-  const { store, feed, log, metrics, config } = deps;
+  const { store, feed, log, metrics, config, tokens, revoked } = deps;
   const enrollmentRequired = config.secrets.enrollmentToken !== undefined;
+  const callerOf = (req: Request, now = Date.now()) => identifyCaller(req.headers.authorization, config.secrets, now, (jti) => revoked.has(jti));
 
   const published = (agentId: string) => withTimeout(feed.publish(agentId), config.publishTimeoutMs, 'publishing to reach.agents.v1');
 
   async function register(req: Request): Promise<Reply> {
     const now = Date.now();
-    const caller = identifyCaller(req.headers.authorization, config.secrets, now);
+    const caller = callerOf(req, now);
     // Without the enrollment token there is nothing to validate for this caller.
     if (caller.kind === 'anonymous' && enrollmentRequired) authorizeRegistration(caller, '', true);
     const body = await jsonBody(req);
@@ -134,10 +141,10 @@ export function mountAgentApi(http: HttpServer, deps: AgentApiDeps): void {
     await published(id);
 
     const iat = Math.floor(now / 1000);
-    const token = signToken(
-      { sub: id, jti: newId('tok', now), iat, exp: iat + config.tokenTtlS, dom: descriptor.metadata.domain ?? 'default' },
-      config.secrets.tokenSecret,
-    );
+    const jti = newId('tok', now);
+    // Recorded before it is handed out: a token the registry cannot list cannot be revoked with its agent.
+    await tokens.issued(jti, id, (iat + config.tokenTtlS) * 1000);
+    const token = signToken({ sub: id, jti, iat, exp: iat + config.tokenTtlS, dom: descriptor.metadata.domain ?? 'default' }, config.secrets.tokenSecret);
     return {
       status: 201,
       body: {
@@ -155,7 +162,7 @@ export function mountAgentApi(http: HttpServer, deps: AgentApiDeps): void {
 
   async function heartbeat(req: Request): Promise<Reply> {
     const id = req.params.id!;
-    authorizeAgent(identifyCaller(req.headers.authorization, config.secrets), id);
+    authorizeAgent(callerOf(req), id);
     const body = await jsonBody(req);
     // Optimistic: QoS depends on the registered max_concurrency, so the write is refused if
     // the agent re-registered after this read, and computed again.
@@ -193,10 +200,14 @@ export function mountAgentApi(http: HttpServer, deps: AgentApiDeps): void {
 
   async function deregister(req: Request): Promise<Reply> {
     const id = req.params.id!;
-    authorizeAgent(identifyCaller(req.headers.authorization, config.secrets), id);
+    authorizeAgent(callerOf(req), id);
+    // Its tokens die with the registration (first: when PostgreSQL is away nothing changes and
+    // the caller may try again). A record produced just before still waiting in
+    // reach.ingress.v1 is refused by ingress once it sees the revocation.
+    const revokedTokens = await revokeAgentTokens({ tokens, revoked }, id);
     if (!(await store.deregister(id))) throw unknownAgent(id);
     metrics.deregistrations.inc();
-    log.info({ agent_id: id }, 'agent deregistered');
+    log.info({ agent_id: id, revoked_tokens: revokedTokens.length }, 'agent deregistered');
     await published(id); // the agent is gone from Redis: this is its tombstone
     return { status: 200, body: { agent_id: id, status: 'DEREGISTERED' } };
   }

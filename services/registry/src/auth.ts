@@ -1,4 +1,5 @@
 import { ReachError, bearer, sameSecret, verifyToken, type TokenClaims } from '@reach/core';
+import type { Reply } from '@reach/service-kit';
 
 /**
  * Who is calling the registry (DESIGN §3 auth): the admin, an enrolling agent (the shared
@@ -12,14 +13,57 @@ export interface AuthSecrets {
   enrollmentToken: string | undefined;
 }
 
-/** Identifies the bearer token. A token that is given but is none of the known kinds is 1003, never anonymous. */
-export function identifyCaller(authorization: string | string[] | undefined, secrets: AuthSecrets, nowMs: number = Date.now()): Caller {
+/** Is this token id revoked (the registry's view of PostgreSQL revoked_tokens)? */
+export type RevocationCheck = (jti: string) => boolean;
+
+/**
+ * Identifies the bearer token. A token that is given but is none of the known kinds is 1003,
+ * never anonymous; so is a revoked agent token, which therefore can neither heartbeat nor
+ * re-register its agent (a revoked agent is out until the admin lets it back in).
+ */
+export function identifyCaller(
+  authorization: string | string[] | undefined,
+  secrets: AuthSecrets,
+  nowMs: number = Date.now(),
+  isRevoked: RevocationCheck = () => false,
+): Caller {
   const token = bearer(authorization);
   if (!token) return { kind: 'anonymous' };
   if (sameSecret(token, secrets.adminToken)) return { kind: 'admin' };
   if (sameSecret(token, secrets.enrollmentToken)) return { kind: 'enrollment' };
   // verifyToken throws AUTH_FAILED with the reason (malformed, bad signature, expired).
-  return { kind: 'agent', claims: verifyToken(token, secrets.tokenSecret, nowMs) };
+  const claims = verifyToken(token, secrets.tokenSecret, nowMs);
+  if (isRevoked(claims.jti)) throw new ReachError('AUTH_FAILED', 'token has been revoked');
+  return { kind: 'agent', claims };
+}
+
+/**
+ * Admin endpoints (grants, token revocation): the admin token only. Nobody (no token, or one
+ * that is not valid) → 401; a caller the registry knows but who is not the admin (an agent,
+ * the enrollment token) → 403 with code 1003 (DESIGN §3 error body). Undefined: go ahead.
+ */
+export function adminOnly(authorization: string | string[] | undefined, secrets: AuthSecrets, isRevoked: RevocationCheck, what: string): Reply | undefined {
+  let caller: Caller;
+  try {
+    caller = identifyCaller(authorization, secrets, Date.now(), isRevoked);
+  } catch (err) {
+    const reason = err instanceof ReachError ? err.message : 'invalid token';
+    return authReply(401, `${what} needs the admin token (${reason})`);
+  }
+  switch (caller.kind) {
+    case 'admin':
+      return undefined;
+    case 'anonymous':
+      return authReply(401, `${what} needs the admin token (Authorization: Bearer …)`);
+    case 'enrollment':
+      return authReply(403, `the enrollment token may not use ${what}: it needs the admin token`);
+    case 'agent':
+      return authReply(403, `agent ${caller.claims.sub} may not use ${what}: it needs the admin token`);
+  }
+}
+
+function authReply(status: 401 | 403, message: string): Reply {
+  return { status, body: new ReachError('AUTH_FAILED', message).toBody() };
 }
 
 export interface RegistrationGrant {

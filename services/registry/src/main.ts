@@ -16,5 +16,6 @@ await runService({
   port: 'registryPort',
   options: REGISTRY_OPTIONS,
   redis: true,
+  postgres: true,
   start: startRegistry,
 });

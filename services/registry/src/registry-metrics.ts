@@ -1,5 +1,6 @@
 import { Gauge, type Counter } from 'prom-client';
-import { AgentStatusValues } from '@reach/envelope';
+import { AgentStatusValues, type AgentRecord } from '@reach/envelope';
+import { capabilityStats } from '@reach/agents';
 import type { ServiceMetrics } from '@reach/service-kit';
 import type { AgentStore } from './agent-store.js';
 
@@ -31,6 +32,7 @@ export function registryMetrics(metrics: ServiceMetrics, store: AgentStore): Reg
       for (const [status, n] of counts) this.set({ status }, n);
     },
   });
+  capabilityGauges(metrics, store);
   return {
     registrations: metrics.counter('registrations_total', 'Accepted registrations: new agents and re-registrations that replaced a record.', ['outcome']),
     heartbeats: metrics.counter('heartbeats_total', 'Accepted heartbeats, by the status they left the agent in.', ['status']),
@@ -40,4 +42,65 @@ export function registryMetrics(metrics: ServiceMetrics, store: AgentStore): Reg
     purges: metrics.counter('purged_agents_total', 'OFFLINE agents removed after the retention period (by this instance).'),
     feedRecords: metrics.counter('feed_records_total', 'Records produced to reach.agents.v1 (record or tombstone).', ['kind']),
   };
+}
+
+/** Capabilities with a row of their own in the per-capability gauges; the rest are `_other`. */
+const TOP_CAPABILITIES = 50;
+
+/**
+ * Fleet load and QoS by capability, read from Redis at scrape time (one read of every record
+ * serves all three gauges): agents by status, mean load rate, min and mean QoS of ONLINE agents.
+ * Never an agent id as a label; at most TOP_CAPABILITIES + 1 capability values.
+ */
+function capabilityGauges(metrics: ServiceMetrics, store: AgentStore): void {
+  let snapshot: Promise<AgentRecord[]> | undefined;
+  // The three gauges are collected in one scrape: share one read of the records.
+  const records = (): Promise<AgentRecord[]> => {
+    snapshot ??= store
+      .allAgentIds()
+      .then((ids) => store.getMany(ids))
+      .then((rs) => rs.filter((r): r is AgentRecord => r !== undefined))
+      .finally(() => setTimeout(() => (snapshot = undefined), 1_000).unref());
+    return snapshot;
+  };
+  const stats = async () => capabilityStats(await records(), TOP_CAPABILITIES);
+  new Gauge({
+    name: `${metrics.prefix}capability_agents`,
+    help: 'Agents offering each capability, by status (top 50 capabilities by agent count, the rest as _other).',
+    labelNames: ['capability', 'status'],
+    registers: [metrics.registry],
+    async collect() {
+      const rows = await stats().catch(() => undefined);
+      if (!rows) return;
+      this.reset();
+      for (const r of rows) for (const [status, n] of Object.entries(r.agents)) this.set({ capability: r.capability, status }, n);
+    },
+  });
+  new Gauge({
+    name: `${metrics.prefix}capability_load_rate`,
+    help: 'Mean load rate (current_load / max_concurrency) of the ONLINE agents of each capability.',
+    labelNames: ['capability'],
+    registers: [metrics.registry],
+    async collect() {
+      const rows = await stats().catch(() => undefined);
+      if (!rows) return;
+      this.reset();
+      for (const r of rows) this.set({ capability: r.capability }, r.meanLoadRate);
+    },
+  });
+  new Gauge({
+    name: `${metrics.prefix}capability_qos`,
+    help: 'QoS of the ONLINE agents of each capability: stat="min" (the weakest agent) and stat="mean".',
+    labelNames: ['capability', 'stat'],
+    registers: [metrics.registry],
+    async collect() {
+      const rows = await stats().catch(() => undefined);
+      if (!rows) return;
+      this.reset();
+      for (const r of rows) {
+        this.set({ capability: r.capability, stat: 'min' }, r.minQos);
+        this.set({ capability: r.capability, stat: 'mean' }, r.meanQos);
+      }
+    },
+  });
 }

@@ -1,6 +1,6 @@
 import type { CircuitCache } from '@reach/circuits';
 import type { Envelope } from '@reach/envelope';
-import { routeMessage, type FilterHooks, type RouteDecision, type RouteDeps, type RouteHints } from '@reach/routing';
+import { DEFAULT_POLICY, routeMessage, type FilterHooks, type RouteDecision, type RouteDeps, type RouteHints, type RoutePolicy } from '@reach/routing';
 
 /** Agents a decision sends work to. */
 function chosenAgents(d: RouteDecision): readonly string[] {
@@ -23,8 +23,9 @@ export async function routeWithCircuits(
   deps: RouteDeps,
   circuits: CircuitCache,
   now: number,
+  policy: RoutePolicy = DEFAULT_POLICY,
 ): Promise<{ decision: RouteDecision; probes: readonly string[] }> {
-  if (circuits.size === 0) return { decision: await routeMessage(envelope, hints, deps, now), probes: [] };
+  if (circuits.size === 0) return { decision: await routeMessage(envelope, hints, deps, now, policy), probes: [] };
 
   const halfOpen = new Set<string>();
   const hooks: FilterHooks = {
@@ -35,7 +36,7 @@ export async function routeWithCircuits(
       return v !== 'closed';
     },
   };
-  const first = await routeMessage(envelope, hints, { ...deps, hooks }, now);
+  const first = await routeMessage(envelope, hints, { ...deps, hooks }, now, policy);
   if (halfOpen.size === 0) return { decision: first, probes: [] };
 
   const claimed: string[] = [];
@@ -53,7 +54,7 @@ export async function routeWithCircuits(
     circuitOpen: (agentId) => !allowed.has(agentId) && circuits.verdict(agentId, now) !== 'closed',
     ...(claimed[0] !== undefined ? { circuitProbe: claimed[0] } : {}),
   };
-  const second = await routeMessage(envelope, hints, { ...deps, hooks: probeHooks }, now);
+  const second = await routeMessage(envelope, hints, { ...deps, hooks: probeHooks }, now, policy);
   const used = chosenAgents(second);
   const probes = claimed.filter((id) => used.includes(id));
   await Promise.all(claimed.filter((id) => !used.includes(id)).map((id) => circuits.releaseProbe(id)));

@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { CIRCUIT_OPTIONS, CircuitBreakers, CircuitCache, circuitPolicy } from '@reach/circuits';
 import type { Envelope } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord } from '@reach/kafka';
-import { budgetPolicyOf, readHints, type RoutingConfig } from '@reach/routing';
-import { forMessage, runService, type ServiceContext } from '@reach/service-kit';
+import { budgetPolicyOf, readHints, ruleFactsOf, type RoutingConfig } from '@reach/routing';
+import { AlertThrottle, alertRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
 import { createRedis, type Redis } from '@reach/store';
 import { routeWithCircuits } from './circuit-gate.js';
 import { KeyedSerializer } from './keyed-serializer.js';
@@ -12,11 +12,19 @@ import { decisionRecords, type OutputContext } from './outputs.js';
 import { RedisStickyStore } from './redis-sticky.js';
 import { registerViewApi } from './view-api.js';
 import { startRegistryViews } from './views.js';
+import { domainGate } from './domain-gate.js';
+import { RulesWatcher } from './rules-watcher.js';
+import { matchedRule, policyOf, withRuleAction } from './rule-policy.js';
+import { registerRulesApi } from './rules-api.js';
+
+/** notify_admin alerts for the same rule and address: at most one per this window. */
+const ALERT_WINDOW_MS = 60_000;
 
 const PENDING_SUBJECT = valueSubject(TOPICS.pending.name);
 
 const OPTIONS = [
   'adminToken',
+  'tokenSecret',
   'redisUrl',
   'region',
   'weightPriority',
@@ -33,6 +41,7 @@ const OPTIONS = [
   'budgetMs',
   'budgetPolicy',
   'circuitRefreshMs',
+  'rulesFile',
   ...CIRCUIT_OPTIONS,
 ] as const;
 
@@ -46,6 +55,15 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   ctx.onShutdown(() => views.stop());
   ctx.addReadinessCheck('agents-view', () => views.agents.caughtUp);
   ctx.addReadinessCheck('presence-view', () => views.presence.caughtUp);
+  ctx.addReadinessCheck('grants-view', () => views.grantsView.caughtUp);
+
+  const rules = new RulesWatcher(config.rulesFile || null, ctx.log, (result) => {
+    metrics.rulesReloads.inc({ result });
+    metrics.rulesLoaded.set(rules.current.rules.length);
+  });
+  await rules.start();
+  ctx.onShutdown(() => rules.stop());
+  metrics.rulesLoaded.set(rules.current.rules.length);
 
   const sticky = new RedisStickyStore(config.redisUrl, ctx.log);
   ctx.onShutdown(() => sticky.close());
@@ -74,7 +92,13 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     circuits.stop();
     circuitRedis.disconnect();
   });
-  registerViewApi(ctx.http, views.index, config.adminToken, (agentId) => circuits.verdict(agentId, Date.now()));
+  registerViewApi(
+    ctx.http,
+    views.index,
+    { adminToken: config.adminToken, tokenSecret: config.tokenSecret },
+    (agentId) => circuits.verdict(agentId, Date.now()),
+    () => [...views.grantsView.entries()].map(([, g]) => g),
+  );
 
   const routing: RoutingConfig = {
     weightPriority: config.weightPriority,
@@ -88,7 +112,8 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     saturation: config.saturation,
     stickyTtlS: config.stickyTtlS,
   };
-  const deps = { index: views.index, config: routing, sticky, rng: Math.random };
+  const deps = { index: views.index, config: routing, sticky, rng: Math.random, hooks: { domainAllowed: domainGate(views.index, views.grants) } };
+  const throttle = new AlertThrottle(ALERT_WINDOW_MS);
   const out: OutputContext = {
     codec,
     service: ctx.service,
@@ -96,11 +121,17 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     ackTimeoutMs: config.ackTimeoutMs,
     saturationRetryMs: config.saturationRetryMs,
     budget: budgetPolicyOf(config),
+    alert: (input) => {
+      const suppressed = throttle.admit(`${input.kind}|${input.rule ?? ''}|${input.capability ?? ''}`, Date.now());
+      if (suppressed === null) return null;
+      return alertRecord(codec, { ...input, labels: { ...input.labels, suppressed_since_last: String(suppressed) } }, ctx.log);
+    },
   };
+  registerRulesApi(ctx.http, { rules, views, deps, circuits, secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret } });
 
   // Routing from a half-read registry would send everything to NO_ROUTE: consume only once
   // both views hold everything that was in their topics at start.
-  await Promise.all([views.agents.ready(), views.presence.ready()]);
+  await Promise.all([views.agents.ready(), views.presence.ready(), views.grantsView.ready()]);
   ctx.log.info({ agents: views.index.size, presence: views.presence.size }, 'registry views caught up');
   // The first map should hold the circuits already open; with Redis away, routing starts
   // anyway (SPEC R-D12) and the map fills in when Redis answers.
@@ -109,12 +140,16 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
 
   const serializer = new KeyedSerializer();
   const handle = async (record: InRecord) => {
-    const envelope = await codec.decode<Envelope>(PENDING_SUBJECT, record.value);
+    const received = await codec.decode<Envelope>(PENDING_SUBJECT, record.value);
     const started = performance.now();
     const now = Date.now();
+    // First matching ReachRule, in file order (SPEC R-B11); its name goes into the timeline.
+    const rule = rules.current.match(ruleFactsOf(received, views.index.agent(received.producer)));
+    const envelope = withRuleAction(received, rule);
     const hints = readHints(record.headers, envelope);
-    const { decision, probes } = await routeWithCircuits(envelope, hints, deps, circuits, now);
-    const records = decisionRecords(out, { envelope, hints, record }, decision, now);
+    const { decision, probes } = await routeWithCircuits(envelope, hints, deps, circuits, now, policyOf(rule));
+    const records = decisionRecords(out, { envelope, hints, record, rule: matchedRule(rule) }, decision, now);
+    if (rule) metrics.ruleMatches.inc();
     metrics.routeSeconds.observe((performance.now() - started) / 1000);
     metrics.hopSeconds.observe(Math.max(0, now - Number(record.timestamp)) / 1000);
     metrics.decisions.inc({ outcome: decision.kind });

@@ -14,6 +14,11 @@ export interface RouterMetrics {
   readonly circuitOpenAgents: Gauge;
   /** Circuit transitions this router observed, by the state moved to. */
   readonly circuitTransitions: Counter;
+  /** Rules-file reloads by result (applied, invalid, unreadable). */
+  readonly rulesReloads: Counter;
+  readonly rulesLoaded: Gauge;
+  /** Decisions made under a ReachRule (the rest used the default policy). */
+  readonly ruleMatches: Counter;
 }
 
 export function routerMetrics(m: ServiceMetrics): RouterMetrics {
@@ -30,6 +35,9 @@ export function routerMetrics(m: ServiceMetrics): RouterMetrics {
     circuitTransitions: m.counter('circuit_transitions_total', 'Circuit transitions seen by this router, by the state moved to (OPEN, HALF_OPEN, CLOSED).', [
       'state',
     ]),
+    rulesReloads: m.counter('rules_reloads_total', 'Rules-file reloads by result: applied, invalid (last good rules kept), unreadable.', ['result']),
+    rulesLoaded: m.gauge('rules_loaded', 'ReachRules in force in this router.'),
+    ruleMatches: m.counter('rule_matches_total', 'Routing decisions made under a matching ReachRule.'),
     hopSeconds: m.histogram(
       'hop_duration_seconds',
       'Router hop: from the pending record being written to its decision being made.',

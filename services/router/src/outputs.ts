@@ -11,7 +11,7 @@ import {
   type RouteDecision,
   type RouteHints,
 } from '@reach/routing';
-import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
+import { deadLetterRecord, receiptRecord, statusRecord, type AlertInput } from '@reach/service-kit';
 
 const ROUTED_SUBJECT = valueSubject(TOPICS.routed.name);
 const RETRY_SUBJECT = valueSubject(TOPICS.retry.name);
@@ -29,13 +29,25 @@ export interface OutputContext {
   readonly saturationRetryMs: number;
   /** REACH_BUDGET_MS / REACH_BUDGET_POLICY: the end of a message's time budget (SPEC R-D2); absent = expire_at only. */
   readonly budget?: BudgetPolicy;
+  /** Raises an operator alert (throttled); null when suppressed. */
+  readonly alert: (input: AlertInput) => OutRecord | null;
+}
+
+/** The ReachRule that matched, as far as the records need it. */
+export interface MatchedRule {
+  readonly name: string;
+  readonly fallback: 'notify_admin' | 'queue_task' | 'reject' | null;
 }
 
 interface Msg {
   readonly envelope: Envelope;
   readonly hints: RouteHints;
   readonly record: InRecord;
+  readonly rule: MatchedRule | null;
 }
+
+/** A parked message without expire_at (fallback queue_task, no budget) waits at most this long. */
+const PARK_WITHOUT_DEADLINE_MS = 24 * 3600 * 1000;
 
 function passHeaders(record: InRecord): Record<string, string> {
   return record.headers.traceparent ? { traceparent: record.headers.traceparent } : {};
@@ -52,7 +64,7 @@ function delivery(ctx: OutputContext, m: Msg, envelope: Envelope, agentId: strin
     routed_at: now,
     deadline_at: ackDeadlineAt(now, envelope.timeout_ms, ctx.ackTimeoutMs, budgetAt),
     budget_deadline_at: budgetAt,
-    rule: null,
+    rule: m.rule?.name ?? null,
     envelope,
   };
   // Keyed by agent: every delivery to one agent stays in order on one partition.
@@ -143,31 +155,30 @@ export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecis
     }
     case 'no_route': {
       const error = noRouteError(decision);
-      if (env.expire_at !== null && env.expire_at > now) {
-        // Parked: the dead-letter service keeps it and redrives it when a matching agent
-        // appears, or lets it expire (SPEC R-B10). The message itself is still PENDING.
-        return [
-          deadLetterRecord(
-            codec,
-            { service: ctx.service, error, record: m.record, envelope: env, reason: 'NO_ROUTE', attempts: attempt, history: decision.trace },
-            now,
-          ),
-          statusRecord(
-            codec,
-            {
-              ...base,
-              state: 'PENDING',
-              envelope: env,
-              parentMessageId: parentOf(env),
-              code: error.code,
-              reason: 'parked',
-              detail: { ...decision.trace, why: decision.why },
-            },
-            now,
-          ),
-        ];
+      const detail = { ...decision.trace, why: decision.why };
+      // A domain refusal is a policy answer, not a missing agent: no fallback, no parking.
+      if (error.codeName === 'DOMAIN_DENIED') return rejected(ctx, m, error, detail, now);
+      const fallback = m.rule?.fallback ?? null;
+      const parkUntil = parkDeadline(ctx, env, fallback, now);
+      const out = parkUntil !== null ? parked(ctx, m, error, decision, parkUntil, now) : rejected(ctx, m, error, detail, now);
+      if (fallback === 'notify_admin') {
+        const alert = ctx.alert({
+          kind: 'NO_AVAILABLE_AGENT',
+          severity: 'P2',
+          service: ctx.service,
+          summary:
+            `no available agent for ${decision.trace.address || 'the message'} (rule ${m.rule!.name}): ${decision.why}; message ${env.message_id} ` +
+            (parkUntil !== null ? `is parked until an agent appears or ${new Date(parkUntil).toISOString()}` : `was rejected with ${error.code}`) +
+            ' — start or repair an agent that offers it',
+          message_id: env.message_id,
+          trace_id: env.trace_id,
+          capability: env.capability ?? env.topic ?? env.target_agent_id,
+          rule: m.rule!.name,
+          labels: { code: String(error.code) },
+        });
+        if (alert) out.push(alert);
       }
-      return rejected(ctx, m, error, { ...decision.trace, why: decision.why }, now);
+      return out;
     }
     case 'expired': {
       const error = new ReachError('EXPIRED', `expired at ${new Date(env.expire_at ?? now).toISOString()} before it could be routed`);
@@ -191,7 +202,61 @@ function noRouteError(decision: Extract<RouteDecision, { kind: 'no_route' }>): R
   const open = decision.trace.rejected?.circuit ?? 0;
   if (open > 0)
     return new ReachError('CIRCUIT_OPEN', `${decision.why}: ${open === 1 ? "the only candidate's circuit is" : `all ${open} candidates' circuits are`} open`);
+  const denied = decision.trace.rejected?.domain ?? 0;
+  if (denied > 0) {
+    const which = denied === 1 ? 'the only agent that could take it is' : `all ${denied} agents that could take it are`;
+    return new ReachError('DOMAIN_DENIED', `${decision.why}: ${which} in another security domain and no grant allows it`);
+  }
   return new ReachError('NO_ROUTE', decision.why);
+}
+
+/**
+ * Until when a message nobody can take now is parked for the dead-letter service to redrive
+ * (SPEC R-B10); null = rejected now. `reject` never parks; `queue_task` always parks, within
+ * its expire_at, else its time budget, else a day; without a rule, a message parks only when it
+ * has an expire_at (the sender said it may wait).
+ */
+function parkDeadline(ctx: OutputContext, env: Envelope, fallback: MatchedRule['fallback'], now: number): number | null {
+  if (fallback === 'reject') return null;
+  if (env.expire_at !== null) return env.expire_at > now ? env.expire_at : null;
+  if (fallback !== 'queue_task') return null;
+  return (ctx.budget ? budgetDeadlineAt(env, ctx.budget) : null) ?? now + PARK_WITHOUT_DEADLINE_MS;
+}
+
+/** Parked: the dead-letter service keeps it and redrives it when a matching agent appears, or lets it expire. The message itself is still PENDING. */
+function parked(
+  ctx: OutputContext,
+  m: Msg,
+  error: ReachError,
+  decision: Extract<RouteDecision, { kind: 'no_route' }>,
+  until: number,
+  now: number,
+): OutRecord[] {
+  const env = m.envelope;
+  // The stored copy carries the deadline, so the sweep can expire it and a redrive keeps it.
+  const stored = env.expire_at === null ? { ...env, expire_at: until } : env;
+  return [
+    deadLetterRecord(
+      ctx.codec,
+      { service: ctx.service, error, record: m.record, envelope: stored, reason: 'NO_ROUTE', attempts: m.hints.attempt, history: decision.trace },
+      now,
+    ),
+    statusRecord(
+      ctx.codec,
+      {
+        service: ctx.service,
+        instance: ctx.instanceId,
+        attempt: m.hints.attempt,
+        state: 'PENDING',
+        envelope: env,
+        parentMessageId: parentOf(env),
+        code: error.code,
+        reason: 'parked',
+        detail: { ...decision.trace, why: decision.why, parked_until: new Date(until).toISOString() },
+      },
+      now,
+    ),
+  ];
 }
 
 function parentOf(env: Envelope): string | null {

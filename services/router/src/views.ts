@@ -1,22 +1,26 @@
-import type { AgentRecord, Presence, SchemaCodec } from '@reach/envelope';
+import type { AgentRecord, Grant, Presence, SchemaCodec } from '@reach/envelope';
 import { startTableView, TOPICS, valueSubject, type Kafka, type TableView } from '@reach/kafka';
-import { AgentIndex, newerAgentRecord, newerPresence } from '@reach/routing';
+import { AgentIndex, GrantIndex, newerAgentRecord, newerPresence } from '@reach/routing';
 import type { Logger } from '@reach/core';
 
 const AGENTS_SUBJECT = valueSubject(TOPICS.agents.name);
 const PRESENCE_SUBJECT = valueSubject(TOPICS.presence.name);
+const GRANTS_SUBJECT = valueSubject(TOPICS.grants.name);
 
 export interface RegistryViews {
   readonly index: AgentIndex;
   readonly agents: TableView<AgentRecord>;
   readonly presence: TableView<Presence>;
+  /** Cross-domain grants (SPEC R-A8), from the registry's compacted reach.grants.v1. */
+  readonly grants: GrantIndex;
+  readonly grantsView: TableView<Grant>;
   stop(): Promise<void>;
 }
 
 /**
  * Folds the compacted registry feeds into the router's AgentIndex (SPEC R-A6): each router
  * instance reads reach.agents.v1 and reach.presence.v1 from the beginning in a private group
- * and follows them. Routing then needs no remote call per message and keeps working while
+ * and follows them (and reach.grants.v1 for security domains). Routing then needs no remote call per message and keeps working while
  * Redis is down. An AgentRecord older than the one held (by revision) is ignored.
  */
 export async function startRegistryViews(kafka: Kafka, codec: SchemaCodec, logger: Logger, groupPrefix: string): Promise<RegistryViews> {
@@ -45,12 +49,26 @@ export async function startRegistryViews(kafka: Kafka, codec: SchemaCodec, logge
       else index.removePresence(key);
     },
   });
+  const grants = new GrantIndex();
+  const grantsView = await startTableView<Grant>({
+    kafka,
+    topic: TOPICS.grants.name,
+    logger,
+    groupPrefix: `${groupPrefix}-grants`,
+    decode: (value) => codec.decode<Grant>(GRANTS_SUBJECT, value),
+    onChange: (_key, value, previous) => {
+      if (previous) grants.remove(previous);
+      if (value) grants.add(value);
+    },
+  });
   return {
     index,
     agents,
     presence,
+    grants,
+    grantsView,
     stop: async () => {
-      await Promise.all([agents.stop(), presence.stop()]);
+      await Promise.all([agents.stop(), presence.stop(), grantsView.stop()]);
     },
   };
 }

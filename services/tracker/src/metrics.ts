@@ -13,6 +13,7 @@ export class TrackerMetrics {
   private readonly writeSeconds: Histogram;
   private readonly outcomes: Counter;
   private readonly poison: Counter;
+  private readonly endToEnd: Histogram;
 
   constructor(metrics: ServiceMetrics) {
     this.rows = metrics.counter('rows_written_total', 'Rows written to the read model: message rows inserted or moved forward, timeline rows inserted.', [
@@ -35,6 +36,12 @@ export class TrackerMetrics {
       'Messages reaching a terminal state (DELIVERED, REJECTED, DEAD), on their first attempt or after retries; counted once per event.',
       ['state', 'first_attempt'],
     );
+    this.endToEnd = metrics.histogram(
+      'end_to_end_duration_seconds',
+      "From a message's created_at to its terminal state (DELIVERED, REJECTED, DEAD), counted once per terminal event.",
+      ['state'],
+      [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800],
+    );
     this.poison = metrics.counter('unusable_events_total', 'Status records that could not be decoded or stored; sent to the DLQ.');
   }
 
@@ -44,7 +51,9 @@ export class TrackerMetrics {
     this.rows.inc({ table: 'messages' }, result.messages);
     this.rows.inc({ table: 'message_events' }, result.events);
     for (const e of result.newEvents) {
-      if (TERMINAL.has(e.state)) this.outcomes.inc({ state: e.state, first_attempt: String(e.first_attempt) }, e.n);
+      if (!TERMINAL.has(e.state)) continue;
+      this.outcomes.inc({ state: e.state, first_attempt: String(e.first_attempt) }, e.n);
+      for (const age of e.ages_s) this.endToEnd.observe({ state: e.state }, Math.max(0, age));
     }
   }
 

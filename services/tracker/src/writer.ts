@@ -81,7 +81,7 @@ WITH ev AS (
   INSERT INTO message_events (${EVENT_COLUMNS.map(([n]) => n).join(', ')})
   SELECT * FROM ${unnest(EVENT_COLUMNS, 1)}
   ON CONFLICT (event_id, created_at) DO NOTHING
-  RETURNING state, attempt
+  RETURNING state, attempt, extract(epoch FROM (at - created_at))::float8 AS age_s
 ), msg AS (
   INSERT INTO messages AS cur (${MESSAGE_COLUMNS.map(([n]) => n).join(', ')})
   SELECT * FROM ${unnest(MESSAGE_COLUMNS, EVENT_COLUMNS.length + 1)}
@@ -116,7 +116,10 @@ WITH ev AS (
 SELECT (SELECT count(*) FROM msg)::int AS messages,
        (SELECT count(*) FROM ev)::int AS events,
        (SELECT coalesce(json_agg(x), '[]'::json)
-          FROM (SELECT state, attempt = 0 AS first_attempt, count(*)::int AS n FROM ev GROUP BY 1, 2) x) AS new_events`;
+          FROM (SELECT state, attempt = 0 AS first_attempt, count(*)::int AS n,
+                       -- end-to-end seconds of terminal events, for the latency histogram
+                       coalesce(array_agg(age_s) FILTER (WHERE state IN ('DELIVERED', 'REJECTED', 'DEAD')), '{}') AS ages_s
+                  FROM ev GROUP BY 1, 2) x) AS new_events`;
 
 export interface WriteResult {
   /** Message rows inserted or moved forward. */
@@ -124,7 +127,8 @@ export interface WriteResult {
   /** Timeline rows inserted (not seen before). */
   events: number;
   /** The newly inserted events by state and first attempt or not (for outcome metrics). */
-  newEvents: Array<{ state: string; first_attempt: boolean; n: number }>;
+  /** New timeline events by state and first attempt; ages_s: created_at → event, seconds, of terminal ones. */
+  newEvents: Array<{ state: string; first_attempt: boolean; n: number; ages_s: number[] }>;
 }
 
 /**

@@ -1,7 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { reachCli } from '../../helpers/cli.js';
 import { MESSAGE_ID_PATTERN } from '@reach/core';
 import type { ReachMessage } from '@reach/sdk';
 import { startTestAgent, stopTestAgents, uniqueName, type TestAgent } from '@reach/sdk/testing';
@@ -9,18 +7,7 @@ import { startTestAgent, stopTestAgents, uniqueName, type TestAgent } from '@rea
 // `reach agents | send | status | trace` (DESIGN §5) as a user runs them: the built CLI as a
 // child process against the real running stack, with the admin token `reach up` generated.
 
-const BIN = join(process.cwd(), 'packages', 'cli', 'dist', 'bin.js');
-const run = promisify(execFile);
-
-async function reach(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { timeout: 45_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
-}
+const reach = (...args: string[]) => reachCli([...args]);
 
 const capability = `double_${uniqueName('cli').replace(/[^a-z0-9]/g, '')}`;
 let agent: TestAgent;

@@ -1,23 +1,13 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { reachCli } from '../../helpers/cli.js';
 import type { Producer } from 'kafkajs';
 import { plainKafka } from '../../helpers/kafka.js';
 import { cap, entry, envelope, eventually, message, sendDeadLetter, type Entry } from './dlq-helpers.js';
 
 // `reach dlq list|show|replay|purge` (DESIGN §5) against the running dead-letter service.
-const run = promisify(execFile);
 let producer: Producer;
 
-async function reach(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['packages/cli/dist/bin.js', 'dlq', ...args], { env: process.env });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const reach = (...args: string[]) => reachCli(['dlq', ...args]);
 
 beforeAll(async () => {
   producer = plainKafka().producer();
@@ -79,14 +69,7 @@ describe('reach dlq', () => {
   });
 
   it('fails with a non-zero exit when the token is wrong', async () => {
-    const { code, stderr } = await (async () => {
-      try {
-        await run(process.execPath, ['packages/cli/dist/bin.js', 'dlq', 'list'], { env: { ...process.env, REACH_ADMIN_TOKEN: 'wrong-token-0123456789' } });
-        return { code: 0, stderr: '' };
-      } catch (err) {
-        return err as { code: number; stderr: string };
-      }
-    })();
+    const { code, stderr } = await reachCli(['dlq', 'list'], { ...process.env, REACH_ADMIN_TOKEN: 'wrong-token-0123456789' });
     expect(code).toBe(1);
     expect(stderr).toMatch(/1003 AUTH_FAILED/);
   });

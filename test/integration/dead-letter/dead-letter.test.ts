@@ -263,8 +263,9 @@ describe('the stale sweep', () => {
     child = undefined;
   });
 
-  it('marks PARKED entries older than REACH_DLQ_STALE_AFTER_S DEAD, alerts in the log and counts reach_dead_letter_stale_total', async () => {
+  it('marks PARKED entries older than REACH_DLQ_STALE_AFTER_S DEAD, alerts (log and reach.alerts.v1) and counts reach_dead_letter_stale_total', async () => {
     const id = newId('dlq');
+    const alerts = await new TopicTap<{ kind: string; severity: string; labels: Record<string, string> }>(plainKafka(), 'reach.alerts.v1').open();
     const capability = cap('stale');
     await db.query(
       `INSERT INTO dead_letters (dlq_id, reason, code, error, service, capability, status, created_at)
@@ -301,5 +302,11 @@ describe('the stale sweep', () => {
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     const stale = /^reach_dead_letter_stale_total (\d+)/m.exec(metrics);
     expect(Number(stale?.[1])).toBeGreaterThanOrEqual(1);
+    try {
+      const event = await alerts.waitFor((r) => r.value?.kind === 'DEAD_LETTER_STALE' && (r.value.labels.dlq_ids ?? '').split(',').includes(id));
+      expect(event.value).toMatchObject({ severity: 'P2' });
+    } finally {
+      await alerts.close();
+    }
   });
 });

@@ -287,7 +287,9 @@ describe('DELETE /v1/agents/{id}', () => {
     expect(tombstone.value).toBeUndefined();
 
     expect((await call('DELETE', `/v1/agents/${reg.agent_id}`, { token: admin })).status).toBe(404);
-    expect((await call('POST', `/v1/agents/${reg.agent_id}/heartbeat`, { body: {}, token: reg.token })).status).toBe(404);
+    // Deregistration revoked the agent's tokens; for the admin the agent is simply unknown.
+    expect((await call('POST', `/v1/agents/${reg.agent_id}/heartbeat`, { body: {}, token: reg.token })).status).toBe(401);
+    expect((await call('POST', `/v1/agents/${reg.agent_id}/heartbeat`, { body: {}, token: admin })).status).toBe(404);
   });
 
   it('lets the admin deregister any agent', async () => {

@@ -7,7 +7,7 @@ import { adminToken, tokenSecret, uniq } from '../../helpers/env.js';
 // Every service, started as its own extra instance next to the running stack: it connects to
 // Kafka and the schema registry, serves /healthz, /readyz and /metrics, and stops cleanly
 // (exit 0) on SIGTERM. Invalid configuration stops it at once with a message naming the variable.
-const SERVICES = ['ingress', 'registry', 'router', 'dispatcher', 'retry-scheduler', 'dead-letter', 'tracker'] as const;
+const SERVICES = ['ingress', 'registry', 'router', 'dispatcher', 'retry-scheduler', 'dead-letter', 'tracker', 'console'] as const;
 
 function portVar(service: string): string {
   return `REACH_${service.toUpperCase().replace(/-/g, '_')}_PORT`;

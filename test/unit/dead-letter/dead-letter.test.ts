@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newId, newMessageId, signToken } from '@reach/core';
+import { newId, newMessageId } from '@reach/core';
 import type { AgentRecord, DeadLetter, Envelope } from '@reach/envelope';
 import { entryFromDeadLetter, entryFromUndecodable, entryJson, historyOf, replayProblem, type EntryRow } from '../../../services/dead-letter/dist/entry.js';
 import {
@@ -13,10 +13,8 @@ import {
 } from '../../../services/dead-letter/dist/filters.js';
 import { nextAttempt, replayRecord } from '../../../services/dead-letter/dist/replayer.js';
 import { agentServes, lookupKeys, redriveDecision } from '../../../services/dead-letter/dist/redrive-match.js';
-import { adminOnly } from '../../../services/dead-letter/dist/admin-auth.js';
 
 const T = Date.UTC(2026, 5, 1, 12);
-const SECRET = 'unit-test-secret-0123456789';
 const ADMIN = 'admin-token-0123456789abcdef';
 
 function env(over: Partial<Envelope> = {}): Envelope {
@@ -256,18 +254,5 @@ describe('redrive matching', () => {
 
   it('an entry past its expire_at expires instead of being redriven', () => {
     expect(redriveDecision(row(), [agent()], T + 60_000)).toBe('expired');
-  });
-});
-
-describe('admin auth', () => {
-  const secrets = { adminToken: ADMIN, tokenSecret: SECRET };
-  const h = (token?: string) => ({ headers: token ? { authorization: `Bearer ${token}` } : {} });
-  it('admin passes; none or unknown → 401; an agent token → 403', () => {
-    expect(adminOnly(h(ADMIN), secrets)).toBeUndefined();
-    expect(adminOnly(h(), secrets)?.status).toBe(401);
-    expect(adminOnly(h('nope'), secrets)?.status).toBe(401);
-    const agentToken = signToken({ sub: 'a1', jti: 'j', iat: 0, exp: Math.floor(Date.now() / 1000) + 60, dom: 'default' }, SECRET);
-    expect(adminOnly(h(agentToken), secrets)).toMatchObject({ status: 403, body: { error: { code: 1003 } } });
-    expect(adminOnly(h(ADMIN), { adminToken: undefined, tokenSecret: SECRET })?.status).toBe(401);
   });
 });

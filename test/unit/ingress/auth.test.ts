@@ -20,7 +20,7 @@ function code(fn: () => unknown): number | undefined {
 
 describe('Authenticator', () => {
   it("names the token's agent", () => {
-    expect(auth.authenticate(token('agent.a'))).toEqual({ agentId: 'agent.a', admin: false });
+    expect(auth.authenticate(token('agent.a'))).toEqual({ agentId: 'agent.a', admin: false, domain: 'default' });
   });
 
   it('accepts the admin token as the admin producer', () => {

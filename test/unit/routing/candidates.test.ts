@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { AgentIndex, filterCandidates, parseAddress, type FilterInput } from '@reach/routing';
-import { agent, cap, connected, indexOf, NOW } from './fixtures.js';
+import { agent, cap, connected, envelope, indexOf, NOW } from './fixtures.js';
 
 const input = (o: Partial<FilterInput> = {}): FilterInput => ({
   address: parseAddress('parse_pdf'),
   mode: 'handle',
   requiredTags: [],
   exclude: [],
-  producer: 'agent.producer',
+  envelope: envelope(),
   now: NOW,
   ...o,
 });
@@ -86,7 +86,7 @@ describe('candidate filter (SPEC R-B2)', () => {
     expect(ids(filterCandidates(index, input()))).toEqual(['a', 'b', 'c']);
     const r = filterCandidates(
       index,
-      input({ hooks: { circuitOpen: (id) => id === 'a', domainAllowed: (producer, ag) => producer === 'agent.producer' && ag.agent_id !== 'b' } }),
+      input({ hooks: { circuitOpen: (id) => id === 'a', domainAllowed: (env, ag) => env.producer === 'agent.producer' && ag.agent_id !== 'b' } }),
     );
     expect(ids(r)).toEqual(['c']);
     expect(r.rejected).toEqual({ circuit: 1, domain: 1 });

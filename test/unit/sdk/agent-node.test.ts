@@ -444,7 +444,7 @@ describe('connection', () => {
     expect(fake.registrations[1]!.body.agent_id).toBe(node.agentId);
   });
 
-  it('renews its token before expiry and moves to a new connection without losing a delivery', async () => {
+  it('renews its token before expiry on the open connection (refresh_token), without reconnecting or losing a delivery', async () => {
     fake.tokenTtlS = 2;
     const node = makeNode();
     const connections: string[] = [];
@@ -452,7 +452,7 @@ describe('connection', () => {
     const release = gate();
     node.handle('long', async () => {
       await release.promise;
-      return 'across the swap';
+      return 'across the renewal';
     });
     await node.start();
     const firstToken = node.token;
@@ -460,15 +460,16 @@ describe('connection', () => {
     const seq = fake.deliver({ message_id: id, capability: 'long' });
     await fake.until('running', () => node.load().current_load === 1);
     fake.tokenTtlS = 3600;
-    await fake.until('re-registered and reconnected with the new token', () => connections.length === 2, 5000);
-    // The old connection is closed only once the new one is welcomed (make before break).
-    await fake.until('old connection closed', () => fake.hellos[0]!.socket.readyState === fake.hellos[0]!.socket.CLOSED);
+    const renewal = await fake.until('the new token sent on the open connection', () => fake.framesOf('refresh_token')[0], 5000);
     expect(fake.registrations[1]!.body.agent_id).toBe(node.agentId);
-    expect(fake.hellos[1]!.token).not.toBe(firstToken);
-    expect(fake.hellos[1]).toMatchObject({ token: node.token, last_seq: seq });
+    expect(node.token).not.toBe(firstToken);
+    expect(renewal).toEqual({ type: 'refresh_token', token: node.token });
+    expect(fake.frames.find((f) => f.frame.type === 'refresh_token')!.socket).toBe(fake.hellos[0]!.socket);
     release.open();
-    await fake.until('ack on the new connection', () => fake.frames.find((f) => f.frame.type === 'ack' && f.socket === fake.hellos[1]!.socket));
+    await fake.until('ack on the same connection', () => fake.frames.find((f) => f.frame.type === 'ack' && f.socket === fake.hellos[0]!.socket));
     expect(acks()).toEqual([{ type: 'ack', seq, message_id: id }]);
+    expect(fake.hellos).toHaveLength(1);
+    expect(connections).toHaveLength(1);
   });
 });
 

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
-import { loadConfig } from '@reach/core';
-import { apiEndpoints, printJson, usageError } from '../api.js';
+import { adminCall, adminFailure } from '../admin-api.js';
+import { printJson, usageError } from '../api.js';
 import { table } from '../output.js';
 
 /**
@@ -15,53 +15,7 @@ export const DLQ_USAGE = `  reach dlq list [--reason R] [--capability C] [--stat
                           replay every matching PARKED/DEAD entry, N per second (default 50)
   reach dlq purge <dlq_id>              purge an entry (kept for audit as PURGED, bytes dropped)`;
 
-interface ApiError {
-  error?: { code?: number; name?: string; message?: string };
-}
-
-class DlqApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly body: ApiError,
-  ) {
-    super(body.error?.message ?? `HTTP ${status}`);
-  }
-}
-
-function deadLetterUrl(env: NodeJS.ProcessEnv = process.env): string {
-  const cfg = loadConfig(['httpHost', 'deadLetterPort'], env);
-  const host = cfg.httpHost === '0.0.0.0' || cfg.httpHost === '::' ? '127.0.0.1' : cfg.httpHost;
-  return `http://${host}:${cfg.deadLetterPort}`;
-}
-
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const { adminToken } = apiEndpoints();
-  if (!adminToken) throw new DlqApiError(401, { error: { code: 1003, name: 'AUTH_FAILED', message: 'no admin token: set REACH_ADMIN_TOKEN or run reach up' } });
-  let res: Response;
-  try {
-    res = await fetch(`${deadLetterUrl()}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-  } catch (err) {
-    throw new DlqApiError(503, {
-      error: { code: 5002, name: 'DEPENDENCY_UNAVAILABLE', message: `dead-letter service unreachable: ${(err as Error).message}` },
-    });
-  }
-  const text = await res.text();
-  const parsed = text ? (JSON.parse(text) as unknown) : undefined;
-  if (!res.ok) throw new DlqApiError(res.status, (parsed ?? {}) as ApiError);
-  return parsed as T;
-}
-
-function fail(err: unknown, json: boolean): number {
-  if (!(err instanceof DlqApiError)) throw err;
-  const e = err.body.error ?? {};
-  process.stderr.write(`✘ ${e.code ?? err.status} ${e.name ?? 'ERROR'}: ${e.message ?? err.message} (HTTP ${err.status})\n`);
-  if (json) process.stdout.write(JSON.stringify({ error: e }) + '\n');
-  return 1;
-}
+const call = <T>(method: string, path: string, body?: unknown): Promise<T> => adminCall<T>('deadLetter', method, path, body);
 
 type Entry = Record<string, unknown>;
 
@@ -186,6 +140,6 @@ export async function dlqCommand(argv: string[]): Promise<number> {
         return usageError(`unknown dlq command ${sub}\n\n${DLQ_USAGE}`);
     }
   } catch (err) {
-    return fail(err, v.json);
+    return adminFailure(err, v.json);
   }
 }

@@ -20,6 +20,7 @@ export const SERVICES = [
   { name: 'retry-scheduler', port: 'retrySchedulerPort' },
   { name: 'dispatcher', port: 'dispatcherPort' },
   { name: 'ingress', port: 'ingressPort' },
+  { name: 'console', port: 'consolePort' },
 ] as const;
 
 export interface StackState {
@@ -30,6 +31,8 @@ export interface StackState {
   endpoints: Record<string, string>;
   processes: Array<{ name: string; pid: number | undefined }>;
   adminTokenFile?: string;
+  /** The router's REACH_RULES_FILE. */
+  rulesFile?: string;
 }
 
 export function readState(p: Paths): StackState | undefined {
@@ -58,6 +61,17 @@ export function alive(pid: number | undefined): boolean {
 function hostPort(url: string, defPort: number): { host: string; port: number } {
   const u = new URL(url);
   return { host: u.hostname, port: u.port ? Number(u.port) : defPort };
+}
+
+const EMPTY_RULES_FILE = `# ReachRules for the local stack (docs/rules.md). The router reloads this file within 1 s
+# of a change; \`reach rules check <file>\` validates it. deploy/rules.yaml has examples.
+rules: []
+`;
+
+/** The local rules file, created with no rules the first time. */
+function localRulesFile(file: string): string {
+  if (!existsSync(file)) writeFileSync(file, EMPTY_RULES_FILE);
+  return file;
 }
 
 /** A secret from the environment, or one generated once into the state dir (mode 0600). */
@@ -174,6 +188,9 @@ export async function upStack(env: NodeJS.ProcessEnv, log: Logger = silentLogger
     childEnv.REACH_ADMIN_TOKEN = admin.value;
     if (admin.file) state.adminTokenFile = admin.file;
     childEnv.REACH_TOKEN_SECRET = localSecret(p.tokenSecret, env.REACH_TOKEN_SECRET).value;
+    // The router's ReachRules: the given file, else the local one (created empty), edited live.
+    childEnv.REACH_RULES_FILE = env.REACH_RULES_FILE ?? localRulesFile(p.rules);
+    state.rulesFile = childEnv.REACH_RULES_FILE;
 
     for (const svc of SERVICES) {
       const port = cfg[svc.port];

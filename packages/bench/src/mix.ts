@@ -1,0 +1,192 @@
+import { randomBytes } from 'node:crypto';
+import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
+import { newMessageId } from '@reach/core';
+import { TOPICS, valueSubject, type Kafka } from '@reach/kafka';
+import { drive, Samples } from './stats.js';
+import { benchEnvelope, connectAgent, deregister, heartbeats, raiseQuota, register, type StackEndpoints } from './stack.js';
+
+/**
+ * `reach bench --mix` (SPEC R-D9: HIGH p99 stays low while a LOW backlog drains). N agents
+ * with a small max_concurrency and a handler that takes `handlerMs` per message, so their
+ * capacity is N × concurrency / handlerMs. First a steady trickle of HIGH alone (idle latency);
+ * then the same trickle while a flood of NORMAL + LOW above that capacity builds a backlog in
+ * the dispatcher's waiting lanes; then the backlog drains. Latency is send → agent receive,
+ * measured at the agent; one run, so the idle and mixed figures are read side by side.
+ */
+export interface MixOptions extends StackEndpoints {
+  kafka: Kafka;
+  schemaRegistryUrl: string;
+  /** The dispatcher's HTTP base, for its per-agent flow endpoint (backlog size). */
+  dispatcherUrl: string;
+  agents: number;
+  concurrency: number;
+  handlerMs: number;
+  highRate: number;
+  floodRate: number;
+  idleS: number;
+  durationS: number;
+  drainS: number;
+  payloadBytes: number;
+}
+
+export type Priority = 'HIGH' | 'NORMAL' | 'LOW';
+type Phase = 'warm' | 'idle' | 'mixed';
+
+export interface MixRow {
+  phase: 'idle' | 'mixed';
+  priority: Priority;
+  targetRate: number;
+  sent: number;
+  received: number;
+  /** Received per second, from the phase's start to its last receive. */
+  achieved: number;
+  latency: ReturnType<Samples['summary']>;
+}
+
+export interface MixResult {
+  rows: MixRow[];
+  capacityPerS: number;
+  peakWaiting: number | undefined;
+  quota: string;
+}
+
+class Stream {
+  sent = 0;
+  received = 0;
+  lastAt = 0;
+  readonly samples = new Samples();
+}
+
+export async function mixLoop(o: MixOptions): Promise<MixResult> {
+  const run = randomBytes(3).toString('hex');
+  const capability = `bench_mix_${run}`;
+  const registry = new SchemaRegistry({ host: o.schemaRegistryUrl });
+  const ingressId = await registry.getLatestSchemaId(valueSubject(TOPICS.ingress.name));
+  const streams = new Map<string, Stream>();
+  const stream = (phase: Phase, priority: Priority) => {
+    const key = `${phase}/${priority}`;
+    let s = streams.get(key);
+    if (!s) streams.set(key, (s = new Stream()));
+    return s;
+  };
+
+  const agents = await Promise.all(
+    Array.from({ length: o.agents }, (_, i) =>
+      register(o, {
+        agent_id: `bench.mix.${run}.${i}`,
+        agent_type: 'bench',
+        endpoints: { ws: o.wsUrl },
+        capabilities: [{ name: capability, mode: 'handle' }],
+        metadata: { max_concurrency: o.concurrency, domain: 'default' },
+        ttl_s: 60,
+      }),
+    ),
+  );
+  const producerAgent = await register(o, {
+    agent_id: `bench.producer.${run}`,
+    agent_type: 'bench',
+    capabilities: [],
+    metadata: { max_concurrency: 1 },
+    ttl_s: 60,
+  });
+  const quota = await raiseQuota(o, producerAgent.agent_id, Math.max(1000, (o.highRate + o.floodRate) * 2));
+  const sockets = await Promise.all(
+    agents.map((a) =>
+      connectAgent(o, a, (frame, answer) => {
+        const now = Date.now();
+        const { ph } = (frame.message.payload ?? {}) as { ph?: Phase };
+        const s = stream(ph ?? 'warm', (frame.message.priority ?? 'NORMAL') as Priority);
+        s.received++;
+        s.lastAt = now;
+        s.samples.add(now - Date.parse(frame.message.created_at));
+        setTimeout(answer, o.handlerMs); // the handler's work; the slot stays taken meanwhile
+      }),
+    ),
+  );
+  const stopHeartbeats = heartbeats(o, [...agents, producerAgent]);
+
+  // HIGH and the flood on producers of their own: a HIGH record never queues behind a flood batch.
+  const highProducer = o.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  const floodProducer = o.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  await Promise.all([highProducer.connect(), floodProducer.connect()]);
+  const filler = 'x'.repeat(Math.max(0, o.payloadBytes - 24));
+  const send = async (producer: typeof highProducer, phase: Phase, priorities: readonly Priority[]) => {
+    const now = Date.now();
+    const messages = await Promise.all(
+      priorities.map(async (priority) => {
+        stream(phase, priority).sent++;
+        const env = benchEnvelope({
+          id: newMessageId(now),
+          now,
+          capability,
+          producer: producerAgent.agent_id,
+          priority,
+          payload: Buffer.from(JSON.stringify({ ph: phase, d: filler })),
+        });
+        return { key: env.message_id as string, value: await registry.encode(ingressId, env), headers: { 'reach-token': producerAgent.token } };
+      }),
+    );
+    await producer.send({ topic: TOPICS.ingress.name, acks: -1, messages });
+  };
+  const high = (phase: Phase) => (n: number) => send(highProducer, phase, Array<Priority>(n).fill('HIGH'));
+  let flip = 0;
+  const flood = (n: number) =>
+    send(
+      floodProducer,
+      'mixed',
+      Array.from({ length: n }, () => (flip++ % 2 === 0 ? 'NORMAL' : 'LOW')),
+    );
+
+  let peakWaiting: number | undefined;
+  const backlog = async (): Promise<void> => {
+    let total = 0;
+    for (const a of agents) {
+      const res = await fetch(`${o.dispatcherUrl}/v1/agents/${a.agent_id}/deliveries`, { headers: { authorization: `Bearer ${o.adminToken}` } }).catch(
+        () => undefined,
+      );
+      if (!res?.ok) return; // no flow endpoint on this stack
+      const f = (await res.json()) as { waiting: Record<Priority, number> };
+      total += f.waiting.HIGH + f.waiting.NORMAL + f.waiting.LOW;
+    }
+    peakWaiting = Math.max(peakWaiting ?? 0, total);
+  };
+
+  const phaseStart: Record<'idle' | 'mixed', number> = { idle: 0, mixed: 0 };
+  try {
+    await drive(o.highRate, 1000, high('warm')); // routes and connections warm, not reported
+    phaseStart.idle = Date.now();
+    await drive(o.highRate, o.idleS * 1000, high('idle'));
+    phaseStart.mixed = Date.now();
+    const poller = setInterval(() => void backlog(), 250);
+    try {
+      await Promise.all([drive(o.highRate, o.durationS * 1000, high('mixed')), drive(o.floodRate, o.durationS * 1000, flood)]);
+      const deadline = Date.now() + o.drainS * 1000;
+      const pending = () => [...streams.entries()].filter(([k]) => !k.startsWith('warm')).some(([, s]) => s.received < s.sent);
+      while (pending() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      clearInterval(poller);
+    }
+  } finally {
+    stopHeartbeats();
+    await Promise.all([highProducer, floodProducer].map((p) => p.disconnect().catch(() => undefined)));
+    for (const ws of sockets) ws.close();
+    await deregister(
+      o,
+      [...agents, producerAgent].map((a) => a.agent_id),
+    );
+  }
+
+  const rows: MixRow[] = (
+    [
+      ['idle', 'HIGH', o.highRate],
+      ['mixed', 'HIGH', o.highRate],
+      ['mixed', 'NORMAL', o.floodRate / 2],
+      ['mixed', 'LOW', o.floodRate / 2],
+    ] as const
+  ).map(([phase, priority, targetRate]) => {
+    const s = stream(phase, priority);
+    const seconds = Math.max(0.001, (s.lastAt - phaseStart[phase]) / 1000);
+    return { phase, priority, targetRate, sent: s.sent, received: s.received, achieved: s.received / seconds, latency: s.samples.summary() };
+  });
+  return { rows, capacityPerS: (o.agents * o.concurrency * 1000) / o.handlerMs, peakWaiting, quota };
+}

@@ -1,0 +1,80 @@
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadRate } from '@reach/agents';
+import type { AgentRecord } from '@reach/envelope';
+import { startTableView, TOPICS, valueSubject } from '@reach/kafka';
+import { PeriodicJob, runService, type ServiceContext } from '@reach/service-kit';
+import { checkServices, type ServiceHealth } from './health.js';
+import { PipelineSampler } from './pipeline.js';
+import { registerProxy } from './proxy.js';
+import { QosHistory } from './qos-history.js';
+import { registerStatic } from './static.js';
+import { resolveUpstreams, UPSTREAM_PORT_OPTIONS } from './upstreams.js';
+
+// console: the operators' web page (SPEC R-F4; DESIGN §3 port 7420). A client of the stack
+// like the CLI: it serves the page, forwards the page's calls to the services' public HTTP APIs,
+// and reads two things itself — consumer offsets (queue depth per stage) with a Kafka admin
+// client, and the registry's change feed for the QoS trend. It keeps no token of its own.
+const OPTIONS = ['consoleUpstreams', ...Object.values(UPSTREAM_PORT_OPTIONS)] as const;
+type Key = (typeof OPTIONS)[number];
+
+/** How often offsets and service readiness are read; the page polls at the same pace. */
+const SAMPLE_INTERVAL_MS = 2000;
+const AGENTS_SUBJECT = valueSubject(TOPICS.agents.name);
+const WEB_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'web');
+
+async function start(ctx: ServiceContext<Key>): Promise<void> {
+  const upstreams = resolveUpstreams(ctx.config);
+  ctx.log.info({ upstreams }, 'console upstreams');
+  registerStatic(ctx.http, WEB_DIR);
+  registerProxy(ctx.http, upstreams);
+
+  const lag = ctx.metrics.gauge(
+    'consumer_lag_messages',
+    'Records not yet consumed per pipeline stage (end offsets minus the committed offsets of its consumer group).',
+    ['stage'],
+  );
+  const pipeline = new PipelineSampler(ctx.kafka, ctx.log, (stage, n) => lag.set({ stage }, n));
+  let services: ServiceHealth[] = [];
+  let sampledAt: string | null = null;
+  const sample = async () => {
+    const [health] = await Promise.all([checkServices(upstreams), pipeline.sample()]);
+    services = health;
+    sampledAt = new Date().toISOString();
+  };
+  await sample();
+  const sampler = new PeriodicJob('console-sample', SAMPLE_INTERVAL_MS, sample, ctx.log);
+  sampler.start();
+  ctx.onShutdown(() => pipeline.stop());
+  ctx.onShutdown(() => sampler.stop());
+
+  const qos = new QosHistory();
+  const agents = await startTableView<AgentRecord>({
+    kafka: ctx.kafka,
+    topic: TOPICS.agents.name,
+    logger: ctx.log,
+    groupPrefix: `reach-${ctx.service}-agents`,
+    decode: (value) => ctx.codec.decode<AgentRecord>(AGENTS_SUBJECT, value),
+    accept: (incoming, current) => current === undefined || incoming.revision >= current.revision,
+    onChange: (id, record) => (record ? qos.record(id, record.updated_at, record.qos, loadRate(record)) : qos.forget(id)),
+  });
+  ctx.onShutdown(() => agents.stop());
+  ctx.addReadinessCheck('agents-view', () => agents.caughtUp);
+
+  ctx.http.route('GET', '/api/overview', () => ({
+    status: 200,
+    headers: { 'cache-control': 'no-store' },
+    body: { at: sampledAt, refresh_ms: SAMPLE_INTERVAL_MS, services, pipeline: pipeline.snapshot() },
+  }));
+  ctx.http.route('GET', '/api/qos-history', (req) => {
+    const since = Number(req.query.get('since') ?? 0);
+    return { status: 200, headers: { 'cache-control': 'no-store' }, body: qos.since(Number.isFinite(since) && since > 0 ? since : 0) };
+  });
+}
+
+await runService({
+  name: 'console',
+  port: 'consolePort',
+  options: OPTIONS,
+  start,
+});

@@ -1,0 +1,37 @@
+/**
+ * The services the console talks to, as a client like the CLI: their public HTTP APIs (proxied
+ * for the page) and their /readyz. Each base URL comes from REACH_CONSOLE_UPSTREAMS when named
+ * there, else from REACH_HTTP_HOST and the service's own REACH_*_PORT, so `reach up` needs no
+ * extra setting and a container deployment names each service's address once.
+ */
+export const UPSTREAMS = ['ingress', 'registry', 'dispatcher', 'tracker', 'dead-letter', 'router', 'retry-scheduler'] as const;
+export type UpstreamName = (typeof UPSTREAMS)[number];
+
+export const UPSTREAM_PORT_OPTIONS = {
+  ingress: 'ingressPort',
+  registry: 'registryPort',
+  dispatcher: 'dispatcherPort',
+  tracker: 'trackerPort',
+  'dead-letter': 'deadLetterPort',
+  router: 'routerPort',
+  'retry-scheduler': 'retrySchedulerPort',
+} as const satisfies Record<UpstreamName, string>;
+
+type PortKey = (typeof UPSTREAM_PORT_OPTIONS)[UpstreamName];
+
+export interface UpstreamConfig extends Readonly<Record<PortKey, number>> {
+  readonly httpHost: string;
+  /** REACH_CONSOLE_UPSTREAMS: JSON object, service name → base URL (validated by the config loader). */
+  readonly consoleUpstreams: string;
+}
+
+export function resolveUpstreams(cfg: UpstreamConfig): Record<UpstreamName, string> {
+  const given = JSON.parse(cfg.consoleUpstreams) as Partial<Record<UpstreamName, string>>;
+  // Services bound to every interface are reached on loopback from this machine.
+  const host = cfg.httpHost === '0.0.0.0' || cfg.httpHost === '::' ? '127.0.0.1' : cfg.httpHost;
+  const out = {} as Record<UpstreamName, string>;
+  for (const name of UPSTREAMS) {
+    out[name] = (given[name] ?? `http://${host.includes(':') ? `[${host}]` : host}:${cfg[UPSTREAM_PORT_OPTIONS[name]]}`).replace(/\/+$/, '');
+  }
+  return out;
+}

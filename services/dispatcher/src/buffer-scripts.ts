@@ -1,0 +1,234 @@
+/**
+ * The Lua scripts behind ReplayBuffer (replay-buffer.ts explains the keys). Every script that
+ * can free or fill an in-flight slot of an agent runs the same `fill` function, so the
+ * concurrency cap (SPEC R-D7) and the lane choice (SPEC R-D9, lanes.ts) are decided inside
+ * Redis, atomically, whichever dispatcher instance runs the script.
+ *
+ * Shared layout of those scripts:
+ *   KEYS[1] seq counter   KEYS[2] in-flight buffer   KEYS[3] ack deadlines (global)
+ *   KEYS[4..6] waiting lanes HIGH, NORMAL, LOW   KEYS[7] lane credits   KEYS[8] wait deadlines (global)
+ *   ARGV[1] max_concurrency (0 = no cap)   ARGV[2..4] lane weights   ARGV[5] now (epoch ms)
+ *   ARGV[6] buffer TTL s   ARGV[7] counter TTL s   ARGV[8] agent id
+ * Script-specific keys and arguments follow.
+ *
+ * A waiting entry (member of a lane, score = arrival order) is
+ *     "<window_ms> <budget_at|0> <queued_at> <attempt>\n<head>\n<message part>"
+ * where the message part is the end of the deliver frame (`,"message":{…}}`, see entry.ts).
+ * Promotion turns it into a buffer entry like any other: next seq, ack deadline = now + window
+ * (never past the budget), registered with the entry. Promotions are returned flat, five values
+ * each: seq, entry, lane (1..3), queued_at, deadline.
+ */
+
+const FILL_FUNCTIONS = `
+local LANE_NAMES = {'HIGH', 'NORMAL', 'LOW'}
+local CREDIT_FIELDS = {'H', 'N', 'L'}
+local MAX_PROMOTIONS = 1000
+
+-- epoch ms -> RFC 3339 UTC with milliseconds (what Date.prototype.toISOString gives)
+local function iso(ms)
+  local s = math.floor(ms / 1000)
+  local days = math.floor(s / 86400)
+  local rem = s - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d, math.floor(rem / 3600), math.floor((rem % 3600) / 60), rem % 60, ms - s * 1000)
+end
+
+local function flow()
+  return {
+    limit = tonumber(ARGV[1]),
+    w = {tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])},
+    now = tonumber(ARGV[5]),
+    bufTtl = ARGV[6],
+    seqTtl = ARGV[7],
+    agent = ARGV[8],
+  }
+end
+
+-- A lane ran empty: its credit goes to the busy lanes in proportion to their weights, and it
+-- restarts at 0 (lanes.ts laneEmptied: the same operations in the same order).
+local function emptied(credit, w, sizes, lane)
+  local left = credit[lane]
+  credit[lane] = 0
+  local busy = 0
+  for i = 1, 3 do
+    if i ~= lane and sizes[i] > 0 then busy = busy + w[i] end
+  end
+  if busy == 0 then
+    credit[1], credit[2], credit[3] = 0, 0, 0
+    return
+  end
+  for i = 1, 3 do
+    if i ~= lane and sizes[i] > 0 then credit[i] = credit[i] + (left * w[i]) / busy end
+  end
+end
+
+local function waitMember(f, lane, order)
+  return f.agent .. '|' .. LANE_NAMES[lane] .. '|' .. order
+end
+
+-- Promotes waiting entries while the agent has a free slot: the lane by smooth weighted round
+-- robin over the non-empty lanes (lanes.ts), FIFO within it.
+local function fill(f)
+  local out = {}
+  if redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) == 0 then return out end -- the common case: nothing waits
+  local sizes = {redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), redis.call('ZCARD', KEYS[6])}
+  local inflight = redis.call('ZCARD', KEYS[2])
+  if f.limit > 0 and inflight >= f.limit then return out end
+  local raw = redis.call('HMGET', KEYS[7], 'H', 'N', 'L')
+  local credit = {tonumber(raw[1]) or 0, tonumber(raw[2]) or 0, tonumber(raw[3]) or 0}
+  local n = 0
+  while (f.limit <= 0 or inflight < f.limit) and n < MAX_PROMOTIONS do
+    local total, best = 0, 0
+    for i = 1, 3 do
+      if sizes[i] > 0 then
+        credit[i] = credit[i] + f.w[i]
+        total = total + f.w[i]
+        if best == 0 or credit[i] > credit[best] then best = i end
+      end
+    end
+    if best == 0 then break end
+    credit[best] = credit[best] - total
+    local popped = redis.call('ZPOPMIN', KEYS[3 + best])
+    sizes[best] = sizes[best] - 1
+    if sizes[best] == 0 then emptied(credit, f.w, sizes, best) end
+    local member, order = popped[1], popped[2]
+    redis.call('ZREM', KEYS[8], waitMember(f, best, order))
+    local window, budget, queuedAt, attempt, at = string.match(member, '^(%d+) (%d+) (%d+) (%d+)\\n()')
+    if window then
+      local nl = string.find(member, '\\n', at, true)
+      local deadline = f.now + tonumber(window)
+      budget = tonumber(budget)
+      if budget > 0 and budget < deadline then deadline = budget end
+      local seq = redis.call('INCR', KEYS[1])
+      local entry = string.sub(member, at, nl - 1) .. '\\n{"type":"deliver","seq":' .. seq .. ',"attempt":' .. attempt ..
+        ',"deadline":"' .. iso(deadline) .. '"' .. string.sub(member, nl + 1)
+      redis.call('ZADD', KEYS[2], seq, entry)
+      redis.call('ZADD', KEYS[3], deadline, f.agent .. '|' .. seq)
+      inflight = inflight + 1
+      out[#out + 1] = seq
+      out[#out + 1] = entry
+      out[#out + 1] = best
+      out[#out + 1] = tonumber(queuedAt)
+      out[#out + 1] = deadline
+    end
+    n = n + 1
+  end
+  if n > 0 then
+    redis.call('HSET', KEYS[7], 'H', credit[1], 'N', credit[2], 'L', credit[3])
+    redis.call('EXPIRE', KEYS[7], f.seqTtl)
+    redis.call('EXPIRE', KEYS[1], f.seqTtl)
+    redis.call('EXPIRE', KEYS[2], f.bufTtl)
+  end
+  return out
+end
+`;
+
+/**
+ * A routed delivery: straight into the in-flight buffer when the agent has a free slot and
+ * nothing waits before it (returns {seq}); else into its lane (returns {0, order, promotions…}
+ * — a raised max_concurrency may promote at once, this entry or others).
+ *   KEYS[9] arrival-order counter
+ *   ARGV[9] head  ARGV[10] attempt  ARGV[11] ack deadline as JSON string  ARGV[12] message part
+ *   ARGV[13] ack deadline ms ('' = none)  ARGV[14] ack window ms  ARGV[15] budget end ms (0 = none)
+ *   ARGV[16] lane 1..3  ARGV[17] wait deadline ms
+ */
+export const APPEND =
+  FILL_FUNCTIONS +
+  `
+local f = flow()
+if (f.limit <= 0 or redis.call('ZCARD', KEYS[2]) < f.limit) and redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) == 0 then
+  local seq = redis.call('INCR', KEYS[1])
+  redis.call('EXPIRE', KEYS[1], f.seqTtl)
+  local entry = ARGV[9] .. '\\n{"type":"deliver","seq":' .. seq .. ',"attempt":' .. ARGV[10] .. ',"deadline":' .. ARGV[11] .. ARGV[12]
+  redis.call('ZADD', KEYS[2], seq, entry)
+  redis.call('EXPIRE', KEYS[2], f.bufTtl)
+  if ARGV[13] ~= '' then redis.call('ZADD', KEYS[3], ARGV[13], f.agent .. '|' .. seq) end
+  return {seq}
+end
+local lane = tonumber(ARGV[16])
+local order = redis.call('INCR', KEYS[9])
+redis.call('EXPIRE', KEYS[9], f.seqTtl)
+redis.call('ZADD', KEYS[3 + lane], order, ARGV[14] .. ' ' .. ARGV[15] .. ' ' .. f.now .. ' ' .. ARGV[10] .. '\\n' .. ARGV[9] .. '\\n' .. ARGV[12])
+redis.call('ZADD', KEYS[8], ARGV[17], waitMember(f, lane, order))
+local out = {0, order}
+for _, v in ipairs(fill(f)) do out[#out + 1] = v end
+return out`;
+
+/**
+ * An ack or reject: removes the entry with this seq if it is the named message and, having freed
+ * a slot, promotes. Returns {status, value, promotions…}: status 1 = taken (value = the head, or
+ * the whole entry with ARGV[13] = '1'), 0 = gone (already answered or failed), 2 = the seq holds
+ * another message. With ARGV[11] = '1' the head is kept as the message's result context
+ * (KEYS[9]) for its ctx_ttl_s. The delivery's ack deadline (member ARGV[12]) goes too.
+ *   ARGV[9] seq  ARGV[10] message id prefix
+ */
+export const TAKE =
+  FILL_FUNCTIONS +
+  `
+local m = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[9], ARGV[9])
+if #m == 0 then return {0, ''} end
+local e = m[1]
+if string.sub(e, 1, #ARGV[10]) ~= ARGV[10] then return {2, ''} end
+redis.call('ZREM', KEYS[2], e)
+local nl = string.find(e, '\\n', 1, true)
+local head = string.sub(e, 1, nl - 1)
+if ARGV[11] == '1' then
+  local ok, h = pcall(cjson.decode, head)
+  local ttl = ok and tonumber(h['ctx_ttl_s']) or 0
+  if ttl and ttl > 0 then redis.call('SET', KEYS[9], head, 'EX', math.floor(ttl)) end
+end
+redis.call('ZREM', KEYS[3], ARGV[12])
+local out = {1, head}
+if ARGV[13] == '1' then out[2] = e end
+for _, v in ipairs(fill(flow())) do out[#out + 1] = v end
+return out`;
+
+/**
+ * The deadline sweeper's take: removes the entry with this seq whatever message it holds and
+ * promotes into the freed slot. Returns {entry or '', promotions…} ('' = answered meanwhile).
+ *   ARGV[9] seq
+ */
+export const TAKE_EXPIRED =
+  FILL_FUNCTIONS +
+  `
+local m = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[9], ARGV[9])
+if #m == 0 then return {''} end
+redis.call('ZREM', KEYS[2], m[1])
+local out = {m[1]}
+for _, v in ipairs(fill(flow())) do out[#out + 1] = v end
+return out`;
+
+/** Promotes into whatever slots are free (e.g. after max_concurrency was raised). */
+export const FILL = FILL_FUNCTIONS + `return fill(flow())`;
+
+/**
+ * A waiting entry whose wait deadline passed: removes it from its lane and returns it; nil when
+ * it was promoted meanwhile. A lane that runs empty hands on its credit, as when it empties by
+ * promotion.
+ *   ARGV[9] lane 1..3  ARGV[10] arrival order
+ */
+export const TAKE_WAITING =
+  FILL_FUNCTIONS +
+  `
+local f = flow()
+local lane = tonumber(ARGV[9])
+local key = KEYS[3 + lane]
+local m = redis.call('ZRANGEBYSCORE', key, ARGV[10], ARGV[10])
+if #m == 0 then return false end
+redis.call('ZREM', key, m[1])
+if redis.call('EXISTS', key) == 0 and redis.call('EXISTS', KEYS[7]) == 1 then
+  local raw = redis.call('HMGET', KEYS[7], 'H', 'N', 'L')
+  local credit = {tonumber(raw[1]) or 0, tonumber(raw[2]) or 0, tonumber(raw[3]) or 0}
+  emptied(credit, f.w, {redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), redis.call('ZCARD', KEYS[6])}, lane)
+  redis.call('HSET', KEYS[7], 'H', credit[1], 'N', credit[2], 'L', credit[3])
+end
+return m[1]`;

@@ -1,0 +1,78 @@
+import type { Logger } from '@reach/core';
+import type { SchemaCodec } from '@reach/envelope';
+import type { OutRecord } from '@reach/kafka';
+import { statusRecord } from '@reach/service-kit';
+import type { Announcement } from './announcer.js';
+import { entryMessageId, envelopeFromMessageJson, headOf, parseHead } from './entry.js';
+import { LANES } from './lanes.js';
+import type { DispatcherMetrics } from './metrics.js';
+import type { Outbox } from './outbox.js';
+import type { Promotion } from './replay-buffer.js';
+
+export interface PromoterDeps {
+  codec: SchemaCodec;
+  service: string;
+  instance: string;
+  outbox: Outbox;
+  metrics: DispatcherMetrics;
+  log: Logger;
+  announce(items: readonly Announcement[]): Promise<void>;
+}
+
+/**
+ * Waiting deliveries that got a slot (replay-buffer.ts): each gets a second DELIVERING event,
+ * now with its seq and ack deadline (the first one, when it was consumed, said which lane it
+ * waits in), is counted, and is sent like a fresh delivery. Whoever freed the slot — an ack, a
+ * reject, a missed ack deadline, on whichever instance — hands the promotions here.
+ */
+export class Promoter {
+  constructor(private readonly d: PromoterDeps) {}
+
+  /** The DELIVERING events of promoted deliveries; also counts them and their wait. */
+  private records(promotions: readonly Promotion[], now: number = Date.now()): OutRecord[] {
+    const out: OutRecord[] = [];
+    for (const p of promotions) {
+      const lane = LANES[p.lane];
+      this.d.metrics.promotions.inc({ priority: lane });
+      this.d.metrics.waitSeconds.observe({ priority: lane }, Math.max(0, now - p.queuedAt) / 1000);
+      const head = parseHead(headOf(p.entry));
+      if (!head) {
+        this.d.log.error({ agent_id: p.agent, seq: p.seq }, 'unreadable promoted entry; sent without a DELIVERING event');
+        continue;
+      }
+      out.push(
+        statusRecord(
+          this.d.codec,
+          {
+            state: 'DELIVERING',
+            envelope: envelopeFromMessageJson(head.message),
+            service: this.d.service,
+            instance: this.d.instance,
+            attempt: head.attempt,
+            agentId: p.agent,
+            parentMessageId: head.parent,
+            detail: { seq: p.seq, deadline: new Date(p.deadline).toISOString(), instance: this.d.instance, lane, waited_ms: Math.max(0, now - p.queuedAt) },
+          },
+          now,
+        ),
+      );
+    }
+    return out;
+  }
+
+  private announcements(promotions: readonly Promotion[]): Announcement[] {
+    return promotions.map((p) => {
+      const traceId = /"trace_id":"([^"\\]*)"/.exec(headOf(p.entry))?.[1];
+      return { agent: p.agent, seq: p.seq, entry: p.entry, messageId: entryMessageId(p.entry) ?? '', traceId };
+    });
+  }
+
+  /** Promotions outside the consume loop: their events queued first, then the deliveries sent. */
+  handle(promotions: readonly Promotion[]): void {
+    if (promotions.length === 0) return;
+    this.d.outbox.post(this.records(promotions), 'DELIVERING status of promoted deliveries', { agent_id: promotions[0]!.agent });
+    this.d
+      .announce(this.announcements(promotions))
+      .catch((err: unknown) => this.d.log.warn({ err, agent_id: promotions[0]!.agent }, 'could not announce promoted deliveries; they stay buffered'));
+  }
+}

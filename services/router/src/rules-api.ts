@@ -1,0 +1,77 @@
+import { envelopeFromJson } from '@reach/envelope';
+import type { CircuitCache } from '@reach/circuits';
+import { readHints, routeMessage, ruleFactsOf, type RouteDeps } from '@reach/routing';
+import { adminOnly, type AdminSecrets, type HttpServer, type Reply, type Request } from '@reach/service-kit';
+import { policyOf, withRuleAction } from './rule-policy.js';
+import type { RulesWatcher } from './rules-watcher.js';
+import type { RegistryViews } from './views.js';
+
+interface RulesApiDeps {
+  rules: RulesWatcher;
+  views: RegistryViews;
+  deps: RouteDeps;
+  circuits: CircuitCache;
+  secrets: AdminSecrets;
+}
+
+/**
+ * Admin, read-only: the rules in force (GET /v1/rules) and a dry run of the routing decision
+ * for a message (POST /v1/rules/explain, behind `reach rules explain`): which rule matched, the
+ * candidates with their scores, and the choice — against this router's live view of the
+ * registry, circuits and grants. A dry run writes nothing: no sticky binding, no probe claim,
+ * no record.
+ */
+export function registerRulesApi(http: HttpServer, d: RulesApiDeps): void {
+  const admin =
+    (handler: (req: Request) => Promise<Reply> | Reply) =>
+    (req: Request): Promise<Reply> | Reply =>
+      adminOnly(req.headers.authorization, d.secrets, 'the rules API') ?? handler(req);
+
+  http.route(
+    'GET',
+    '/v1/rules',
+    admin(() => {
+      const set = d.rules.current;
+      return {
+        status: 200,
+        body: {
+          ...d.rules.status(),
+          rules: set.rules.map((r) => ({ name: r.name, at: r.at, when: r.when, action: r.action, fallback: r.fallback })),
+        },
+      };
+    }),
+  );
+
+  http.route(
+    'POST',
+    '/v1/rules/explain',
+    admin(async (req) => {
+      const body = await req.json();
+      const producer =
+        typeof body === 'object' && body !== null && typeof (body as { producer?: unknown }).producer === 'string'
+          ? (body as { producer: string }).producer
+          : 'explain';
+      const received = envelopeFromJson(body, { producer });
+      const now = Date.now();
+      const facts = ruleFactsOf(received, d.views.index.agent(received.producer));
+      const rule = d.rules.current.match(facts);
+      const envelope = withRuleAction(received, rule);
+      const deps: RouteDeps = {
+        ...d.deps,
+        bindSticky: false,
+        hooks: { ...d.deps.hooks, circuitOpen: (agentId) => d.circuits.verdict(agentId, now) !== 'closed' },
+      };
+      const decision = await routeMessage(envelope, readHints({}, envelope), deps, now, policyOf(rule));
+      return {
+        status: 200,
+        body: {
+          rules_digest: d.rules.current.digest,
+          facts,
+          rule: rule ? { name: rule.name, at: rule.at, action: rule.action, fallback: rule.fallback } : null,
+          routed_as: { priority: envelope.priority, timeout_ms: envelope.timeout_ms },
+          decision,
+        },
+      };
+    }),
+  );
+}

@@ -1,0 +1,202 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Producer } from 'kafkajs';
+import { silentLogger } from '@reach/core';
+import { createRedis, type Redis } from '@reach/store';
+import { stack } from '../../helpers/env.js';
+import { plainKafka, registryClient } from '../../helpers/kafka.js';
+import { LANES, LaneModel, type LaneIndex, type PerLane } from '../../../services/dispatcher/dist/lanes.js';
+import { ReplayBuffer, keys } from '../../../services/dispatcher/dist/replay-buffer.js';
+import { deregisterAgent, FlowRouter, Holder, registerAgent, waitForFlow } from './concurrency-harness.js';
+import { agentId, messageIdOf, TestAgent } from './harness.js';
+
+// Priority lanes (SPEC R-D9). First the promotion script itself, run by real Redis, against the
+// TS reference (lanes.ts) on random sequences of arrivals, acks and wait expiries; then the
+// running dispatcher: one busy slot, a backlog of HIGH, NORMAL and LOW, and the order in which
+// they are released — HIGH dominates, LOW progresses at its share, FIFO within each lane.
+const kafka = plainKafka();
+const registry = registryClient();
+let producer: Producer;
+let router: FlowRouter;
+let redis: Redis;
+const registered: string[] = [];
+
+/** The weights the running dispatcher uses (REACH_PRIORITY_WEIGHTS, as the services read it). */
+const WEIGHTS = (process.env.REACH_PRIORITY_WEIGHTS ?? '60,30,10').split(',').map(Number) as unknown as PerLane;
+
+beforeAll(async () => {
+  producer = kafka.producer();
+  await producer.connect();
+  router = await new FlowRouter(producer, registry).init();
+  // A database of its own: the running dispatchers' deadline sweepers never see these entries.
+  redis = createRedis(stack.redisUrl.replace(/\/\d*$/, '/15'), silentLogger);
+});
+
+afterAll(async () => {
+  await Promise.all(registered.map(deregisterAgent));
+  await producer?.disconnect();
+  redis?.disconnect();
+});
+
+function prng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A buffer entry's parts for item `i` (its message id names it). */
+function item(agent: string, i: number, lane: LaneIndex, now: number) {
+  const mid = `msg_${String(i).padStart(26, '0')}`;
+  return {
+    agent,
+    head: JSON.stringify({ mid, parent: null, attempt: 0, ctx_ttl_s: 0, budget_at: null, message: { message_id: mid, trace_id: `t${i}` } }),
+    attempt: 0,
+    messagePart: `,"message":{"message_id":"${mid}","payload":{"i":${i}}}}`,
+    deadline: now + 3_600_000,
+    windowMs: 3_600_000,
+    budgetAt: null,
+    lane,
+    waitDeadline: now + 3_600_000,
+  };
+}
+
+function itemOf(entry: string): number {
+  return Number(/"payload":\{"i":(\d+)\}/.exec(entry)![1]);
+}
+
+describe('priority lanes: the promotion script against the reference', () => {
+  it('promotes exactly what the TS reference picks, on random sequences of arrivals, acks and expiries', async () => {
+    const rand = prng(20260301);
+    for (let run = 0; run < 12; run++) {
+      const agent = agentId('it.lanes.lua');
+      const weights: PerLane = run % 3 === 0 ? [60, 30, 10] : [1 + Math.floor(rand() * 50), 1 + Math.floor(rand() * 50), 1 + Math.floor(rand() * 50)];
+      const limit = 1 + Math.floor(rand() * 3);
+      // Lopsided arrival mixes (a HIGH flood, a LOW flood, even) make lanes run dry and refill.
+      const mix = [rand() * 3, rand(), rand()];
+      const pickLane = (): LaneIndex => {
+        const x = rand() * (mix[0]! + mix[1]! + mix[2]!);
+        return x < mix[0]! ? 0 : x < mix[0]! + mix[1]! ? 1 : 2;
+      };
+      const buffer = new ReplayBuffer(redis, 1800, { limitOf: () => limit, weights });
+      const model = new LaneModel(weights);
+      const inflight: Array<{ seq: number; item: number }> = [];
+      const waitingOrder = new Map<number, { lane: LaneIndex; order: number }>();
+      let nextItem = 0;
+      const expectPromotions = (promotions: Array<{ seq: number; entry: string; lane: LaneIndex }>) => {
+        for (const p of promotions) {
+          const want = model.take();
+          expect(want, `run ${run}: a promotion the reference does not make`).toBeDefined();
+          expect([p.lane, itemOf(p.entry)], `run ${run}`).toEqual([want!.lane, want!.item]);
+          waitingOrder.delete(want!.item);
+          inflight.push({ seq: p.seq, item: want!.item });
+        }
+        // The cap: promote while slots are free and something waits, never beyond.
+        const sizes = model.sizes;
+        expect(inflight.length === limit || sizes[0] + sizes[1] + sizes[2] === 0, `run ${run}: a free slot left unused`).toBe(true);
+        expect(inflight.length).toBeLessThanOrEqual(limit);
+      };
+      try {
+        for (let op = 0; op < 250; op++) {
+          const r = rand();
+          const now = Date.now();
+          if (r < 0.5) {
+            const lane = pickLane();
+            const i = nextItem++;
+            const { results, promotions } = await buffer.appendMany([item(agent, i, lane, now)], now);
+            const res = results[0]!;
+            if (res.kind === 'inflight') {
+              const sizes = model.sizes;
+              expect(inflight.length < limit && sizes[0] + sizes[1] + sizes[2] === 0, `run ${run}: straight in with a full slot or a queue`).toBe(true);
+              inflight.push({ seq: res.seq, item: i });
+            } else {
+              model.push(lane, i);
+              waitingOrder.set(i, { lane, order: res.order });
+            }
+            expectPromotions(promotions);
+          } else if (r < 0.9 || waitingOrder.size === 0) {
+            if (inflight.length === 0) continue;
+            const done = inflight.splice(Math.floor(rand() * inflight.length), 1)[0]!;
+            const mid = `msg_${String(done.item).padStart(26, '0')}`;
+            const taken =
+              r < 0.8
+                ? await buffer.take(agent, done.seq, mid, false)
+                : await buffer.takeExpired(agent, done.seq).then((t) => t && { kind: 'taken' as const, ...t });
+            expect(taken?.kind).toBe('taken');
+            expectPromotions(taken && taken.kind === 'taken' ? taken.promotions : []);
+          } else {
+            // A waiting entry's wait deadline passes.
+            const victims = [...waitingOrder.keys()];
+            const victim = victims[Math.floor(rand() * victims.length)]!;
+            const { lane, order } = waitingOrder.get(victim)!;
+            expect(await buffer.takeWaiting(agent, lane, order)).toBeDefined();
+            waitingOrder.delete(victim);
+            expect(model.remove(lane, victim)).toBe(true);
+          }
+        }
+        const state = await buffer.flowState(agent);
+        expect([state.inFlight, ...state.waiting]).toEqual([inflight.length, ...model.sizes]);
+      } finally {
+        const lanesKeys = LANES.map((_, i) => keys.wait(agent, i as LaneIndex));
+        await redis.del(keys.seq(agent), keys.buf(agent), keys.credits(agent), keys.order(agent), ...lanesKeys);
+        const members = await redis.zrangebyscore(keys.waitDeadlines, '-inf', '+inf');
+        const deadlines = await redis.zrangebyscore(keys.deadlines, '-inf', '+inf');
+        const mine = [...members, ...deadlines].filter((m) => m.startsWith(`${agent}|`));
+        if (mine.length > 0)
+          await redis
+            .multi()
+            .zrem(keys.waitDeadlines, ...mine)
+            .zrem(keys.deadlines, ...mine)
+            .exec();
+      }
+    }
+  }, 60_000);
+});
+
+describe('priority lanes: the running dispatcher', () => {
+  it('releases a HIGH/NORMAL/LOW backlog in weighted order: HIGH dominates, LOW progresses at its share, FIFO per lane', async () => {
+    const id = agentId('it.lanes');
+    const token = await registerAgent(id, 1);
+    registered.push(id);
+    await waitForFlow(id, 'the dispatcher to apply max_concurrency 1', (f) => f.max_concurrency === 1);
+    const { agent } = await TestAgent.connect(id, { token });
+    const holder = new Holder(agent);
+
+    const blocker = router.envelope();
+    await router.routeMany(id, [blocker]);
+    const held = await holder.nth(1);
+    const backlog = [
+      ...Array.from({ length: 60 }, (_, i) => router.envelope({ priority: 'HIGH', payload: Buffer.from(JSON.stringify({ lane: 'HIGH', i })) })),
+      ...Array.from({ length: 20 }, (_, i) => router.envelope({ priority: 'LOW', payload: Buffer.from(JSON.stringify({ lane: 'LOW', i })) })),
+      ...Array.from({ length: 20 }, (_, i) => router.envelope({ priority: 'NORMAL', payload: Buffer.from(JSON.stringify({ lane: 'NORMAL', i })) })),
+    ];
+    await router.routeMany(id, backlog);
+    await waitForFlow(id, 'the whole backlog waiting', (f) => f.in_flight === 1 && f.waiting.HIGH === 60 && f.waiting.NORMAL === 20 && f.waiting.LOW === 20);
+
+    // Release: answer the blocker, then every delivery as soon as it arrives.
+    holder.ack(held);
+    for (let n = 2; n <= 101; n++) holder.ack(await holder.nth(n));
+    expect(holder.maxUnacked).toBe(1);
+
+    const got = holder.received.slice(1).map((f) => (f.message as { payload: { lane: string; i: number } }).payload);
+    // What the reference says for the same backlog.
+    const model = new LaneModel(WEIGHTS);
+    backlog.forEach((env, i) => model.push(LANES.indexOf(env.priority as (typeof LANES)[number]) as LaneIndex, i));
+    const expected = Array.from({ length: backlog.length }, () => LANES[model.take()!.lane]);
+    expect(got.map((p) => p.lane)).toEqual(expected);
+
+    const first40 = got.slice(0, 40).map((p) => p.lane);
+    const share = (lane: string) => first40.filter((l) => l === lane).length;
+    if (WEIGHTS.join() === '60,30,10') expect([share('HIGH'), share('NORMAL'), share('LOW')]).toEqual([24, 12, 4]);
+    expect(share('LOW')).toBeGreaterThanOrEqual(2);
+    expect(share('HIGH')).toBeGreaterThan(share('NORMAL') + share('LOW'));
+    for (const lane of LANES) {
+      const order = got.filter((p) => p.lane === lane).map((p) => p.i);
+      expect(order).toEqual([...order].sort((a, b) => a - b));
+    }
+    expect(holder.received.slice(1).map(messageIdOf).sort()).toEqual(backlog.map((e) => e.message_id as string).sort());
+  }, 120_000);
+});
