@@ -36,8 +36,8 @@ function add(acc: Acc, r: AgentRecord): void {
 
 /**
  * Per-capability health of the fleet for the registry's metrics (SPEC R-F2: per-agent load and
- * QoS, with bounded labels): the `topN` capabilities with the most agents get a row each, the
- * rest share OTHER_CAPABILITIES. An agent counts once per distinct capability name it offers.
+ * QoS, with bounded labels): the `topN` capabilities with the most live (ONLINE or COOLDOWN) agents
+ * (then the most agents) get a row each, the rest share OTHER_CAPABILITIES. An agent counts once per distinct capability name it offers.
  */
 export function capabilityStats(records: Iterable<AgentRecord>, topN: number): CapabilityStats[] {
   const byName = new Map<string, AgentRecord[]>();
@@ -48,9 +48,13 @@ export function capabilityStats(records: Iterable<AgentRecord>, topN: number): C
       else byName.set(name, [r]);
     }
   }
-  const ranked = [...byName.entries()].sort((a, b) => b[1].length - a[1].length || (a[0] < b[0] ? -1 : 1));
+  // Live capabilities first (what operators watch), then by fleet size; the name breaks ties.
+  const live = (agents: readonly AgentRecord[]) => agents.filter((r) => r.status !== 'OFFLINE').length;
+  const ranked = [...byName.entries()]
+    .map(([name, agents]) => ({ name, agents, live: live(agents) }))
+    .sort((a, b) => b.live - a.live || b.agents.length - a.agents.length || (a.name < b.name ? -1 : 1));
   const rows = new Map<string, Acc>();
-  ranked.forEach(([name, agents], i) => {
+  ranked.forEach(({ name, agents }, i) => {
     const key = i < topN ? name : OTHER_CAPABILITIES;
     const acc = rows.get(key) ?? empty();
     for (const r of agents) add(acc, r);

@@ -242,7 +242,8 @@ export class AgentConnection {
         case 'result': {
           const seq = this.inflight.get(frame.message_id);
           await this.host.outcomes.result(agent, this.token, frame, seq);
-          if (seq !== undefined) this.forget(frame.message_id, seq);
+          // A result answers its delivery like an ack does.
+          if (seq !== undefined) this.answered(frame.message_id, seq, 'ack');
           return;
         }
         case 'send':

@@ -28,6 +28,12 @@ describe('capabilityStats: fleet load and QoS by capability, bounded (SPEC R-F2)
     expect(rows[2]!.agents).toEqual({ ONLINE: 2 });
   });
 
+  it('ranks live capabilities first: a capability with one ONLINE agent beats one with many OFFLINE', () => {
+    const stale = ['old', 'old', 'old'].map((c, i) => agent(`s${i}`, { caps: [cap(c)], status: 'OFFLINE' }));
+    const rows = capabilityStats([...stale, agent('live', { caps: [cap('zz_live')] })], 1);
+    expect(rows.map((r) => r.capability)).toEqual(['zz_live', OTHER_CAPABILITIES]);
+  });
+
   it('reports neutral values for a capability with no ONLINE agent', () => {
     const [row] = capabilityStats([agent('a', { status: 'OFFLINE' })], 5);
     expect(row).toMatchObject({ agents: { OFFLINE: 1 }, meanLoadRate: 0, minQos: 1, meanQos: 1 });
