@@ -40,6 +40,6 @@ export default tseslint.config(
   },
   {
     files: ['scripts/**/*.mjs', '*.js'],
-    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
   },
 );

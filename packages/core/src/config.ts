@@ -203,6 +203,13 @@ export const OPTIONS = {
   httpHost: str('REACH_HTTP_HOST', '127.0.0.1', 'Interface every service binds its HTTP port to.', '0.0.0.0 in containers'),
   instanceId: str('REACH_INSTANCE_ID', '', 'Identity of this process in logs, presence and client ids; empty = <service>-<hostname>-<pid>.'),
   shutdownTimeoutMs: int('REACH_SHUTDOWN_TIMEOUT_MS', 15000, 'How long a graceful shutdown may take before the process exits anyway.', { min: 100 }),
+  otlpEndpoint: url(
+    'REACH_OTLP_ENDPOINT',
+    '',
+    'OpenTelemetry OTLP/HTTP (JSON) endpoint for per-stage spans, e.g. http://collector:4318 (`/v1/traces` is appended unless given). Empty = tracing off: the OpenTelemetry SDK is not even loaded; W3C traceparent is still carried end to end. OTEL_BSP_* variables tune the batch exporter.',
+    ['http:', 'https:'],
+    'your collector (e.g. http://otel-collector:4318) when you run one',
+  ),
   adminToken: secret(
     'REACH_ADMIN_TOKEN',
     'Bearer token for admin endpoints. Unset: `reach up` generates one into .reach/admin-token.',

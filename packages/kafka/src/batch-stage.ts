@@ -57,7 +57,7 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
       await produceAll(opts.producer, out);
       const last = records[records.length - 1]!;
       resolveOffset(last.offset);
-      committer.done(last.topic, last.partition, last.offset);
+      await committer.done(last.topic, last.partition, last.offset);
       await heartbeat();
     }
   };

@@ -1,5 +1,6 @@
 import type { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger, type ReachError } from '@reach/core';
+import { NOOP_SPAN, NOOP_TRACER, withTraceparent, type StageSpan, type Tracer } from '@reach/tracing';
 import { produceAll, toInRecord, type InRecord, type OutRecord } from './records.js';
 import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter, type ConsumerRetryOptions } from './group-consumer.js';
 
@@ -14,9 +15,14 @@ import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter, ty
  * - A retryable failure (a dependency is down) stops the batch after producing and resolving
  *   what succeeded; kafkajs retries from the first unresolved record with backoff.
  * - Handlers never sleep or wait for an agent: delays live on retry topics.
+ * - With a tracer on and a `spanName`, each record is handled inside a span, the child of the
+ *   record's `traceparent` header; outputs that carry that same header are re-pointed to the
+ *   span, so the next stage's span is its child (SPEC R-F1). Off, nothing changes.
  */
 export interface StageHandlerContext {
   readonly log: Logger;
+  /** The record's span (attributes, failure); NOOP_SPAN when tracing is off. */
+  readonly span: StageSpan;
 }
 
 export interface RunStageOptions {
@@ -46,6 +52,10 @@ export interface RunStageOptions {
    * test uses it to make kafkajs give up on a consumer (no restart) and check onFatal's exit.
    */
   consumerRetry?: ConsumerRetryOptions;
+  /** Spans per record when enabled (default: the no-op tracer). */
+  tracer?: Tracer;
+  /** The name of each record's span (e.g. `route`); unset: no span per record. */
+  spanName?: string;
 }
 
 export interface RunningStage {
@@ -71,6 +81,21 @@ async function mapOrdered<T, R>(items: readonly T[], concurrency: number, fn: (i
   return out;
 }
 
+/** The span a stage handles `record` in: the child of its traceparent header; NOOP_SPAN without a name (tracing off). */
+export function recordSpan(tracer: Tracer, name: string | undefined, record: InRecord): StageSpan {
+  if (name === undefined || !tracer.enabled) return NOOP_SPAN;
+  return tracer.startSpan(name, {
+    parent: record.headers.traceparent,
+    kind: 'consumer',
+    attributes: {
+      'messaging.system': 'kafka',
+      'messaging.destination.name': record.topic,
+      'messaging.kafka.partition': record.partition,
+      'messaging.kafka.offset': record.offset,
+    },
+  });
+}
+
 type Outcome = { kind: 'ok'; out: readonly OutRecord[] } | { kind: 'retry'; error: ReachError };
 
 export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
@@ -79,15 +104,19 @@ export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
   const committer = new OffsetCommitter(consumer, log, opts.commitIntervalMs);
   const chunkSize = opts.chunkSize ?? 500;
   const concurrency = opts.concurrency ?? 1;
+  const tracer = opts.tracer ?? NOOP_TRACER;
+  const spanName = opts.spanName;
 
   const handleOne = async (record: InRecord): Promise<Outcome> => {
     const started = performance.now();
+    const span = recordSpan(tracer, spanName, record);
     try {
-      const out = await opts.handle(record, { log });
+      const out = await opts.handle(record, { log, span });
       opts.onRecord?.('ok', record, performance.now() - started);
-      return { kind: 'ok', out };
+      return { kind: 'ok', out: withTraceparent(out, record.headers.traceparent, span.traceparent) };
     } catch (err) {
       const error = toReachError(err);
+      span.fail(error);
       if (error.retryable && error.codeName !== 'INTERNAL') {
         opts.onRecord?.('retry', record, performance.now() - started);
         return { kind: 'retry', error };
@@ -95,6 +124,8 @@ export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
       opts.onRecord?.('poison', record, performance.now() - started);
       log.warn({ err: error, code: error.code, topic: record.topic, partition: record.partition, offset: record.offset }, 'poison record sent to the DLQ');
       return { kind: 'ok', out: await opts.onPoison(record, error) };
+    } finally {
+      span.end();
     }
   };
 
@@ -112,7 +143,7 @@ export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
       if (done > 0) {
         const last = records[done - 1]!;
         resolveOffset(last.offset);
-        committer.done(last.topic, last.partition, last.offset);
+        await committer.done(last.topic, last.partition, last.offset);
       }
       await heartbeat();
       if (firstRetry !== -1) {

@@ -103,7 +103,7 @@ export async function runDelayStage<T>(opts: DelayStageOptions<T>): Promise<Runn
       out = [];
       if (lastDone !== undefined) {
         resolveOffset(lastDone);
-        committer.done(batch.topic, partition, lastDone);
+        await committer.done(batch.topic, partition, lastDone);
       }
       await heartbeat();
     };

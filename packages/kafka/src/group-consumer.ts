@@ -52,6 +52,8 @@ export function createStageConsumer(
 export class OffsetCommitter {
   private readonly ready = new Map<string, { topic: string; partition: number; offset: string }>();
   private readonly timer: NodeJS.Timeout;
+  /** Set by stopConsumer: batches then commit as they finish, while the group is still joined. */
+  private stopping = false;
 
   constructor(
     private readonly consumer: Consumer,
@@ -64,9 +66,14 @@ export class OffsetCommitter {
     consumer.on(consumer.events.GROUP_JOIN, () => this.ready.clear());
   }
 
-  /** The record at `offset` and everything before it in its partition are done. */
-  done(topic: string, partition: number, offset: string): void {
+  /**
+   * The record at `offset` and everything before it in its partition are done. Await it: while
+   * the consumer is stopping it commits at once, because kafkajs leaves the group as soon as the
+   * batch in hand returns and a commit after that fails (the next owner would replay the batch).
+   */
+  async done(topic: string, partition: number, offset: string): Promise<void> {
     this.ready.set(`${topic}:${partition}`, { topic, partition, offset: (BigInt(offset) + 1n).toString() });
+    if (this.stopping) await this.flush();
   }
 
   async flush(): Promise<void> {
@@ -84,11 +91,15 @@ export class OffsetCommitter {
     }
   }
 
-  /** Stops the consumer (letting the batch in hand finish), commits, and leaves the group. */
+  /**
+   * Commits what is done, lets the batch in hand finish and commit (see done), then leaves the
+   * group: a graceful stop or restart replays nothing.
+   */
   async stopConsumer(): Promise<void> {
     clearInterval(this.timer);
-    await this.consumer.stop();
+    this.stopping = true;
     await this.flush();
+    await this.consumer.stop();
     await this.consumer.disconnect();
   }
 }

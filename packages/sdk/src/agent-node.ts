@@ -288,6 +288,7 @@ export class AgentNode implements AgentApi {
       priority: options.priority,
       idempotency_key: options.idempotencyKey,
       trace_id: options.traceId,
+      traceparent: options.traceparent,
       tags: options.tags,
     };
   }

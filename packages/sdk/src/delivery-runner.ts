@@ -5,6 +5,7 @@ import { LoadTracker } from './load.js';
 import { TASK_RESULT, type AgentApi, type Handler, type HandlerContext } from './node-types.js';
 import { encodePayload } from './payload.js';
 import { SessionContext, contextToHeaders } from './session.js';
+import { continuingApi } from './trace-context.js';
 import type { LoadReport, ReachMessage } from './types.js';
 import { WorkQueue } from './work-queue.js';
 
@@ -66,6 +67,11 @@ function checkResult(value: unknown): Failure | undefined {
   }
   const bytes = Buffer.byteLength(json ?? 'null');
   return bytes > MAX_RESULT_BYTES ? { code: 4102, reason: `result is ${bytes} bytes; the limit is ${MAX_RESULT_BYTES}`, retryable: false } : undefined;
+}
+
+/** The delivery's traceparent, echoed on its answer frames (an optional field of DESIGN §4). */
+function traceOf(d: DeliverFrame): { traceparent?: string } {
+  return d.traceparent ? { traceparent: d.traceparent } : {};
 }
 
 /** A capability request or anything with reply_to is answered with a result; topic events are not. */
@@ -173,11 +179,11 @@ export class DeliveryRunner {
   }
 
   ack(d: DeliverFrame): void {
-    this.deps.send({ type: 'ack', seq: d.seq, message_id: d.message.message_id });
+    this.deps.send({ type: 'ack', seq: d.seq, message_id: d.message.message_id, ...traceOf(d) });
   }
 
   reject(d: DeliverFrame, code: number, reason: string, retryable: boolean): void {
-    this.deps.send({ type: 'reject', seq: d.seq, message_id: d.message.message_id, code, reason: reason.slice(0, 1000), retryable });
+    this.deps.send({ type: 'reject', seq: d.seq, message_id: d.message.message_id, code, reason: reason.slice(0, 1000), retryable, ...traceOf(d) });
   }
 
   private handlerFor(m: ReachMessage): Handler | undefined {
@@ -191,7 +197,16 @@ export class DeliveryRunner {
     const m = d.message;
     const log = this.deps.log.child({ agent_id: this.deps.agentId(), trace_id: m.trace_id, message_id: m.message_id, seq: d.seq });
     const session = new SessionContext(m.headers, m.session_id);
-    const ctx: HandlerContext = { seq: d.seq, attempt: d.attempt, deadline: d.deadline, session, log, signal: this.deps.signal, node: this.deps.api };
+    const ctx: HandlerContext = {
+      seq: d.seq,
+      attempt: d.attempt,
+      deadline: d.deadline,
+      traceparent: d.traceparent,
+      session,
+      log,
+      signal: this.deps.signal,
+      node: continuingApi(this.deps.api, d),
+    };
     const started = performance.now();
     let outcome: Outcome | undefined;
     let failure: Failure | undefined;
@@ -231,7 +246,7 @@ export class DeliveryRunner {
     }
     if (expectsResult(d.message)) {
       const { binary, ...payload } = encodePayload(outcome.payload);
-      const frame: Extract<AgentFrame, { type: 'result' }> = { type: 'result', message_id: d.message.message_id, status: 'ok', ...payload };
+      const frame: Extract<AgentFrame, { type: 'result' }> = { type: 'result', message_id: d.message.message_id, status: 'ok', ...payload, ...traceOf(d) };
       if (binary) frame.content_type = 'application/octet-stream';
       if (Object.keys(outcome.headers).length > 0) frame.headers = outcome.headers;
       this.deps.send(frame);

@@ -19,6 +19,11 @@ export interface DeliverFrame {
   attempt: number;
   /** Epoch ms of the ack deadline, when the server gave one. */
   deadline: number | undefined;
+  /**
+   * W3C trace context of the delivery (an optional field added to DESIGN §4's frame): the
+   * answer frames and whatever a handler sends carry it on, so the trace continues.
+   */
+  traceparent: string | undefined;
   message: ReachMessage;
 }
 
@@ -45,8 +50,8 @@ export type ServerFrame = WelcomeFrame | DeliverFrame | AcceptedFrame | ErrorFra
 
 export type AgentFrame =
   | { type: 'hello'; agent_id: string; token: string; last_seq?: number }
-  | { type: 'ack'; seq: number; message_id: string }
-  | { type: 'reject'; seq: number; message_id: string; code: number; reason: string; retryable: boolean }
+  | { type: 'ack'; seq: number; message_id: string; traceparent?: string }
+  | { type: 'reject'; seq: number; message_id: string; code: number; reason: string; retryable: boolean; traceparent?: string }
   | {
       type: 'result';
       message_id: string;
@@ -55,6 +60,7 @@ export type AgentFrame =
       payload_b64?: string;
       content_type?: string;
       headers?: Record<string, string>;
+      traceparent?: string;
     }
   | ({ type: 'send'; client_ref: string } & Record<string, unknown>)
   | { type: 'ping' | 'pong'; ts: number }
@@ -71,6 +77,15 @@ function str(v: unknown): string | undefined {
 
 function strOrNull(v: unknown): string | null {
   return typeof v === 'string' ? v : null;
+}
+
+const TRACEPARENT = /^[\da-f]{2}-[\da-f]{32}-[\da-f]{16}-[\da-f]{2}$/;
+
+/** A W3C traceparent as given when well formed (lower-case hex, ids not all zero), else undefined. */
+export function parseTraceparent(v: unknown): string | undefined {
+  if (typeof v !== 'string' || !TRACEPARENT.test(v) || v.startsWith('ff-')) return undefined;
+  const [, traceId, spanId] = v.split('-');
+  return /^0+$/.test(traceId!) || /^0+$/.test(spanId!) ? undefined : v;
 }
 
 /** A deadline as epoch ms, from an RFC 3339 string or a number. */
@@ -136,7 +151,7 @@ export function parseServerFrame(text: string): ServerFrame | undefined {
       const seq = num(f.seq);
       const message = f.message && typeof f.message === 'object' ? normaliseMessage(f.message as Record<string, unknown>) : undefined;
       if (seq === undefined || !message) return undefined;
-      return { type: 'deliver', seq, attempt: num(f.attempt) ?? 0, deadline: parseDeadline(f.deadline), message };
+      return { type: 'deliver', seq, attempt: num(f.attempt) ?? 0, deadline: parseDeadline(f.deadline), traceparent: parseTraceparent(f.traceparent), message };
     }
     case 'accepted': {
       const ref = str(f.client_ref);

@@ -54,6 +54,8 @@ export interface SendOptions {
   priority?: Priority;
   idempotencyKey?: string;
   traceId?: string;
+  /** W3C trace context to continue (sets trace_id too); inside a handler, the delivery's by default. */
+  traceparent?: string;
   tags?: string[];
 }
 
@@ -93,13 +95,19 @@ export interface HandlerContext {
   readonly attempt: number;
   /** Epoch ms by which the dispatcher expects the ack, when it gave one. */
   readonly deadline: number | undefined;
+  /**
+   * The delivery's W3C traceparent (the dispatcher's dispatch span when tracing is on), for
+   * the handler's own spans or outgoing calls; undefined when the dispatcher sent none.
+   * Messages sent through `ctx.node` carry it on, so they join the same trace.
+   */
+  readonly traceparent: string | undefined;
   /** Context fragments passed with the task; fragments set here go back with the result (SPEC R-G3). */
   readonly session: SessionContext;
   /** A logger bound to the message's trace_id and message_id. */
   readonly log: Logger;
   /** Aborted when stop() gives up waiting for running handlers. */
   readonly signal: AbortSignal;
-  /** The node, to send, publish or request (delegate) from inside a handler. */
+  /** The node, to send, publish or request (delegate) from inside a handler; what it sends continues this delivery's trace. */
   readonly node: AgentApi;
 }
 

@@ -112,6 +112,8 @@ export interface SendFields {
   payload_b64?: string;
   message_id?: string;
   trace_id?: string;
+  /** W3C trace context the message continues (the `send` frame carries it; the dispatcher puts it on the Kafka record). */
+  traceparent?: string;
   request_id?: string;
   idempotency_key?: string;
   session_id?: string;

@@ -16,13 +16,23 @@ import {
   type StageHandlerContext,
 } from '@reach/kafka';
 import { createPgPool, createRedis, ensurePartitions, migrate, type Pool, type Redis } from '@reach/store';
+import { createTracer, type Tracer } from '@reach/tracing';
 import { createLogger } from './logger.js';
 import { ServiceMetrics } from './metrics.js';
 import { HttpServer } from './http.js';
 import { deadLetterRecord } from './dead-letter.js';
 
 /** Options every service reads. */
-const BASE_OPTIONS = ['kafkaBrokers', 'schemaRegistryUrl', 'logLevel', 'httpHost', 'instanceId', 'shutdownTimeoutMs', 'maxPayloadBytes'] as const;
+const BASE_OPTIONS = [
+  'kafkaBrokers',
+  'schemaRegistryUrl',
+  'logLevel',
+  'httpHost',
+  'instanceId',
+  'shutdownTimeoutMs',
+  'maxPayloadBytes',
+  'otlpEndpoint',
+] as const;
 type BaseKey = (typeof BASE_OPTIONS)[number];
 
 export interface ServiceDefinition<K extends OptionKey> {
@@ -51,6 +61,8 @@ export interface StageOptions {
   concurrency?: number;
   partitionsConsumedConcurrently?: number;
   fromBeginning?: boolean;
+  /** Each record is handled in a span of this name (when tracing is on); unset: no span. */
+  spanName?: string;
   handle: (record: InRecord, ctx: StageHandlerContext) => Promise<readonly OutRecord[]>;
 }
 
@@ -78,6 +90,8 @@ export interface ServiceContext<K extends OptionKey> {
   readonly codec: SchemaCodec;
   readonly pg: Pool;
   readonly redis: Redis;
+  /** Spans over OTLP when REACH_OTLP_ENDPOINT is set; the no-op tracer otherwise. */
+  readonly tracer: Tracer;
   /** Runs a consume loop whose poison records go to reach.dlq.v1; stopped first on shutdown. */
   stage(opts: StageOptions): Promise<RunningStage>;
   /** Runs a batch consume loop (see runBatchStage); stopped first on shutdown, like stage(). */
@@ -183,6 +197,14 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
   log.info({ port }, 'http listening');
 
   try {
+    const tracer = await createTracer({
+      endpoint: config.otlpEndpoint,
+      service: def.name,
+      instanceId,
+      onLog: (level, message, err) => (level === 'info' ? log.info(message) : log.warn({ err }, message)),
+    });
+    // First in, so it runs last: spans of the stages' final records are exported too.
+    cleanups.push(() => tracer.shutdown());
     const kafka = createKafka({ brokers: config.kafkaBrokers, clientId: instanceId, logger: log });
     const producer = await createProducer(kafka);
     cleanups.push(() => producer.disconnect());
@@ -218,6 +240,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
       kafka,
       producer,
       codec,
+      tracer,
       get pg() {
         return pg ?? missing('postgres');
       },
@@ -234,6 +257,8 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
           groupId: opts.groupId ?? `reach-${def.name}`,
           topics: opts.topics,
           handle: opts.handle,
+          tracer,
+          ...(opts.spanName ? { spanName: opts.spanName } : {}),
           ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
           ...(opts.partitionsConsumedConcurrently ? { partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently } : {}),
           ...(opts.fromBeginning !== undefined ? { fromBeginning: opts.fromBeginning } : {}),

@@ -3,7 +3,7 @@ import type { AgentRecord } from '@reach/envelope';
 import type { TableView } from '@reach/kafka';
 import type { AgentChannels } from './agent-channels.js';
 import type { AgentConnection } from './connection.js';
-import { frameOf } from './entry.js';
+import { entryTraceparent, frameOf } from './entry.js';
 import type { HttpPusher } from './http-push.js';
 
 /** A delivery now in its agent's buffer, to be sent. */
@@ -55,7 +55,15 @@ export class Announcer {
       if (listeners[i] !== 0) return; // held by another instance (or the publish failed: stay buffered)
       const endpoint = this.d.agents.get(it.agent)?.endpoints.http;
       if (!endpoint) return; // offline: the delivery waits in the buffer for the agent's replay
-      this.d.pusher.push({ agent: it.agent, endpoint, seq: it.seq, messageId: it.messageId, traceId: it.traceId, frame: frameOf(it.entry) });
+      this.d.pusher.push({
+        agent: it.agent,
+        endpoint,
+        seq: it.seq,
+        messageId: it.messageId,
+        traceId: it.traceId,
+        traceparent: entryTraceparent(it.entry),
+        frame: frameOf(it.entry),
+      });
     });
   }
 }

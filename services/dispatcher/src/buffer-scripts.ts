@@ -136,15 +136,38 @@ end
  * A routed delivery: straight into the in-flight buffer when the agent has a free slot and
  * nothing waits before it (returns {seq}); else into its lane (returns {0, order, promotions…}
  * — a raised max_concurrency may promote at once, this entry or others).
- *   KEYS[9] arrival-order counter
+ *
+ * Each delivery (agent, message id, attempt) is appended once. The consumer is at-least-once:
+ * a batch whose offsets were not committed yet — its outputs failed and kafkajs retries it, a
+ * rebalance moved the partition, an instance stopped or crashed — is consumed again, and a
+ * second append would queue (or send) the delivery twice: a second seq taking a slot of the
+ * cap, a second place in a lane shifting the lane order. So the first append leaves a marker
+ * (KEYS[10]: 's<seq>' or 'w<lane>:<order>', for ARGV[18] s) and a repeat changes nothing: it
+ * returns {-1, seq, entry} while the delivery is still in flight (the caller sends the stored
+ * entry again and repeats its DELIVERING: the first pass may have failed before doing so),
+ * {-2, order} while it still waits, {-3} once it has moved on (answered, failed, promoted by
+ * whoever freed its slot, or given up).
+ *   KEYS[9] arrival-order counter  KEYS[10] the delivery's marker
  *   ARGV[9] head  ARGV[10] attempt  ARGV[11] ack deadline as JSON string  ARGV[12] message part
  *   ARGV[13] ack deadline ms ('' = none)  ARGV[14] ack window ms  ARGV[15] budget end ms (0 = none)
- *   ARGV[16] lane 1..3  ARGV[17] wait deadline ms
+ *   ARGV[16] lane 1..3  ARGV[17] wait deadline ms  ARGV[18] marker TTL s
  */
 export const APPEND =
   FILL_FUNCTIONS +
   `
 local f = flow()
+local seen = redis.call('GET', KEYS[10])
+if seen then
+  local wlane, worder = string.match(seen, '^w(%d):(%d+)$')
+  if wlane then
+    if #redis.call('ZRANGEBYSCORE', KEYS[3 + tonumber(wlane)], worder, worder) > 0 then return {-2, tonumber(worder)} end
+    return {-3}
+  end
+  local sseq = string.match(seen, '^s(%d+)$')
+  local m = sseq and redis.call('ZRANGEBYSCORE', KEYS[2], sseq, sseq) or {}
+  if #m > 0 then return {-1, tonumber(sseq), m[1]} end
+  return {-3}
+end
 if (f.limit <= 0 or redis.call('ZCARD', KEYS[2]) < f.limit) and redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) == 0 then
   local seq = redis.call('INCR', KEYS[1])
   redis.call('EXPIRE', KEYS[1], f.seqTtl)
@@ -152,6 +175,7 @@ if (f.limit <= 0 or redis.call('ZCARD', KEYS[2]) < f.limit) and redis.call('EXIS
   redis.call('ZADD', KEYS[2], seq, entry)
   redis.call('EXPIRE', KEYS[2], f.bufTtl)
   if ARGV[13] ~= '' then redis.call('ZADD', KEYS[3], ARGV[13], f.agent .. '|' .. seq) end
+  redis.call('SET', KEYS[10], 's' .. seq, 'EX', ARGV[18])
   return {seq}
 end
 local lane = tonumber(ARGV[16])
@@ -159,6 +183,7 @@ local order = redis.call('INCR', KEYS[9])
 redis.call('EXPIRE', KEYS[9], f.seqTtl)
 redis.call('ZADD', KEYS[3 + lane], order, ARGV[14] .. ' ' .. ARGV[15] .. ' ' .. f.now .. ' ' .. ARGV[10] .. '\\n' .. ARGV[9] .. '\\n' .. ARGV[12])
 redis.call('ZADD', KEYS[8], ARGV[17], waitMember(f, lane, order))
+redis.call('SET', KEYS[10], 'w' .. lane .. ':' .. order, 'EX', ARGV[18])
 local out = {0, order}
 for _, v in ipairs(fill(f)) do out[#out + 1] = v end
 return out`;

@@ -104,6 +104,7 @@ export class DeadlineSweeper {
           reason: `no ack from ${agent} for seq ${seq} by its deadline`,
           failureRetryable: true,
           detail: { seq, swept_at: deadline },
+          seq,
         },
         Date.now(),
       ));

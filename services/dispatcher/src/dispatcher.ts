@@ -107,6 +107,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     budget: budgetPolicyOf(config),
     metrics,
     log,
+    tracer: ctx.tracer,
   });
   // The announcer is created below, with the gateway; promotions only happen once agents answer.
   const promoter = new Promoter({
@@ -130,6 +131,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     maxPayloadBytes: config.maxPayloadBytes,
     metrics,
     log,
+    tracer: ctx.tracer,
   });
 
   const subscriber = ctx.redis.duplicate();
@@ -218,6 +220,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
       announce: (items) => announcer.announce(items),
       metrics,
       log,
+      tracer: ctx.tracer,
     }),
   });
 }

@@ -13,6 +13,11 @@ import { RECEIPT_MESSAGE_TYPE } from '@reach/service-kit';
  * trace). When the delivery is acked the ack script keeps the head for `ctx_ttl_s` seconds
  * and returns it, so answering an ack never moves or parses the payload.
  *
+ * The head also keeps the delivery's trace context (SPEC R-F1): `tp`, the traceparent the frame
+ * carries (the dispatch span's when tracing is on, else the routed record's, unchanged), and
+ * with tracing on the dispatch span's parent `tpp` and start `t0`, so whichever instance sees
+ * the agent's answer records the span and continues the trace.
+ *
  * The second line is the exact `deliver` frame of DESIGN §4. Sending, replaying, publishing to
  * another instance and HTTP push all use that text as-is: the envelope is turned into JSON
  * once, when the delivery is consumed, never per send. JSON never contains a raw newline, so
@@ -36,6 +41,18 @@ export interface EntryHead {
   message: EnvelopeJson;
   /** End of the message's time budget (epoch ms), for the retry decision after a failure. */
   budget_at?: number | null;
+  /** The traceparent of the delivery (what the deliver frame carries). */
+  tp?: string | null;
+  /** With tracing on: the dispatch span's parent and start (epoch ms). */
+  tpp?: string | null;
+  t0?: number | null;
+}
+
+/** The trace context of one delivery (see EntryHead). */
+export interface DeliveryTrace {
+  traceparent: string | undefined;
+  parent?: string | undefined;
+  startedAt?: number | undefined;
 }
 
 export interface DeliverFrame {
@@ -43,6 +60,8 @@ export interface DeliverFrame {
   seq: number;
   attempt: number;
   deadline: string;
+  /** W3C trace context of the delivery: an optional field added to DESIGN §4's frame. */
+  traceparent?: string;
   message: EnvelopeJson;
 }
 
@@ -70,8 +89,18 @@ export function midPrefix(messageId: string): string {
 }
 
 export function entryHead(h: EntryHead): string {
-  // Key order matters: `mid` first (midPrefix).
-  return JSON.stringify({ mid: h.mid, parent: h.parent, attempt: h.attempt, ctx_ttl_s: h.ctx_ttl_s, budget_at: h.budget_at ?? null, message: h.message });
+  // Key order matters: `mid` first (midPrefix). Trace fields only when known (bytes in Redis).
+  return JSON.stringify({
+    mid: h.mid,
+    parent: h.parent,
+    attempt: h.attempt,
+    ctx_ttl_s: h.ctx_ttl_s,
+    budget_at: h.budget_at ?? null,
+    ...(h.tp ? { tp: h.tp } : {}),
+    ...(h.tpp ? { tpp: h.tpp } : {}),
+    ...(typeof h.t0 === 'number' ? { t0: h.t0 } : {}),
+    message: h.message,
+  });
 }
 
 /** Everything of the deliver frame after its seq. */
@@ -86,11 +115,12 @@ export function deadlineJson(deadlineMs: number): string {
 }
 
 /**
- * The end of the deliver frame, `,"message":{…}}`: what a waiting delivery keeps of its frame,
- * since its seq and ack deadline are only known when it is promoted (buffer-scripts.ts).
+ * The end of the deliver frame, `[,"traceparent":"…"],"message":{…}}`: what a waiting delivery
+ * keeps of its frame, since its seq and ack deadline are only known when it is promoted
+ * (buffer-scripts.ts).
  */
-export function messagePart(message: EnvelopeJson): string {
-  return `,"message":${JSON.stringify(message)}}`;
+export function messagePart(message: EnvelopeJson, traceparent?: string): string {
+  return `${traceparent ? `,"traceparent":${JSON.stringify(traceparent)}` : ''},"message":${JSON.stringify(message)}}`;
 }
 
 export function buildEntry(head: string, seq: number, suffix: string): string {
@@ -107,12 +137,13 @@ export function entryPartsOf(
   d: RoutedDelivery,
   replayTtlS: number,
   nowMs: number = Date.now(),
+  trace: DeliveryTrace = { traceparent: undefined },
 ): { head: string; suffix: string; messagePart: string; envelope: Envelope } {
   // The delivered id is the routed one: a fan-out copy is acked and tracked under its own id.
   const envelope = d.envelope.message_id === d.message_id ? d.envelope : { ...d.envelope, message_id: d.message_id };
   const message = envelopeToJson(envelope);
   const meta = withoutPayload(message);
-  const part = messagePart(message);
+  const part = messagePart(message, trace.traceparent);
   return {
     head: entryHead({
       mid: d.message_id,
@@ -120,6 +151,9 @@ export function entryPartsOf(
       attempt: d.attempt,
       ctx_ttl_s: resultContextTtlS(meta, nowMs, replayTtlS),
       budget_at: d.budget_deadline_at,
+      tp: trace.traceparent ?? null,
+      tpp: trace.parent ?? null,
+      t0: trace.startedAt ?? null,
       message: meta,
     }),
     suffix: frameSuffix(d.attempt, d.deadline_at, part),
@@ -155,6 +189,14 @@ export function entrySeq(entry: string): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
+const FRAME_TRACEPARENT = /^\{"type":"deliver","seq":\d+,"attempt":\d+,"deadline":"[^"]*","traceparent":"([\da-f-]{55})"/;
+
+/** The traceparent of an entry's deliver frame (read at its fixed place, never from the message). */
+export function entryTraceparent(entry: string): string | undefined {
+  const nl = entry.indexOf('\n');
+  return nl < 0 ? undefined : FRAME_TRACEPARENT.exec(entry.slice(nl + 1, nl + 200))?.[1];
+}
+
 const MID = /^\{"mid":"([^"\\]+)",/;
 
 /** The delivered message id of an entry (from the head's fixed opening). */
@@ -172,6 +214,9 @@ export function parseHead(head: string): EntryHead | undefined {
       attempt: Number(h.attempt ?? 0),
       ctx_ttl_s: Number(h.ctx_ttl_s ?? 0),
       budget_at: typeof h.budget_at === 'number' ? h.budget_at : null,
+      tp: typeof h.tp === 'string' ? h.tp : null,
+      tpp: typeof h.tpp === 'string' ? h.tpp : null,
+      t0: typeof h.t0 === 'number' ? h.t0 : null,
       message: h.message,
     };
   } catch {

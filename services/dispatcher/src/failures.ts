@@ -5,6 +5,8 @@ import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
 import { budgetDeadlineAt, decideAfterFailure, type BudgetPolicy, type FailureDecision, type RetryPolicy } from '@reach/routing';
 import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
 import type { Redis } from '@reach/store';
+import { NOOP_TRACER, type Tracer } from '@reach/tracing';
+import { recordDispatchSpan } from './dispatch-span.js';
 import type { EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 
@@ -42,6 +44,10 @@ export interface AttemptFailure {
   /** False for an agent's `retryable: false` reject. */
   failureRetryable: boolean;
   detail?: Record<string, unknown>;
+  /** The failed delivery's seq, when known (span attribute). */
+  seq?: number | undefined;
+  /** A reject frame's traceparent; else the retry continues the delivery's (head.tp). */
+  traceparent?: string | undefined;
 }
 
 export interface FailuresDeps {
@@ -55,6 +61,8 @@ export interface FailuresDeps {
   log: Logger;
   /** Missed deadlines and retryable rejects count against the agent's circuit. */
   circuits?: CircuitRecorder;
+  /** Records the failed attempt's dispatch span (dispatch-span.ts). */
+  tracer?: Tracer;
 }
 
 export function historyKey(messageId: string): string {
@@ -90,6 +98,14 @@ export class Failures {
     if (f.code !== 2002 && (f.code === 3002 || f.failureRetryable)) this.d.circuits?.record(f.agent, false);
     const env = f.envelope;
     const attempt = f.head.attempt;
+    recordDispatchSpan(
+      this.d.tracer ?? NOOP_TRACER,
+      f.head,
+      f.agent,
+      f.code === 3002 ? 'timeout' : f.code === 2002 ? 'wait_expired' : 'reject',
+      { seq: f.seq, error: { code: f.code, codeName: errorInfo(f.code).name, message: f.reason } },
+      now,
+    );
     const history = await this.remember(env.message_id, { attempt, agent_id: f.agent, code: f.code, reason: f.reason, at: new Date(now).toISOString() });
     const budgetAt = f.head.budget_at ?? budgetDeadlineAt(env, this.d.budget);
     const decision = decideAfterFailure(
@@ -122,7 +138,7 @@ export class Failures {
           envelope: env,
         };
         out.push(
-          { topic: TOPICS.retry.name, key: env.message_id, value: this.d.codec.encode(RETRY_SUBJECT, req) },
+          { topic: TOPICS.retry.name, key: env.message_id, value: this.d.codec.encode(RETRY_SUBJECT, req), headers: retryHeaders(f) },
           statusRecord(
             this.d.codec,
             {
@@ -187,4 +203,10 @@ export class Failures {
     }
     return { records: out, decision };
   }
+}
+
+/** The retry continues the failed delivery's trace (SPEC R-F1): the retry-scheduler carries it on. */
+function retryHeaders(f: AttemptFailure): Record<string, string> {
+  const traceparent = f.traceparent ?? f.head.tp ?? undefined;
+  return traceparent ? { traceparent } : {};
 }

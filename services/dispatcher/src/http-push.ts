@@ -20,6 +20,8 @@ export interface PushJob {
   seq: number;
   messageId: string;
   traceId: string | undefined;
+  /** The delivery's W3C trace context, sent as the `traceparent` HTTP header (SPEC R-F1). */
+  traceparent?: string | undefined;
   /** The deliver frame text. */
   frame: string;
 }
@@ -129,7 +131,12 @@ export class HttpPusher {
         method: 'POST',
         dispatcher: this.pool,
         body: job.frame,
-        headers: { 'content-type': 'application/json', 'reach-agent-id': job.agent, 'reach-seq': String(job.seq) },
+        headers: {
+          'content-type': 'application/json',
+          'reach-agent-id': job.agent,
+          'reach-seq': String(job.seq),
+          ...(job.traceparent ? { traceparent: job.traceparent } : {}),
+        },
         signal: AbortSignal.timeout(this.opts.timeoutMs),
       });
       const chunks: Buffer[] = [];

@@ -2,6 +2,8 @@ import { ReachError, type Logger } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type Envelope, type EnvelopeJson, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
 import { receiptRecord, statusRecord } from '@reach/service-kit';
+import { NOOP_TRACER, type Tracer } from '@reach/tracing';
+import { recordDispatchSpan } from './dispatch-span.js';
 import { envelopeFromMessageJson, envelopeOfEntry, headOf, parseHead, type EntryHead } from './entry.js';
 import type { Failures } from './failures.js';
 import type { CircuitRecorder } from './circuit-recorder.js';
@@ -31,12 +33,16 @@ export interface ResultInput {
   payload_b64?: string | undefined;
   content_type?: string | undefined;
   headers?: Record<string, string> | undefined;
+  /** The result frame's traceparent: the correlated reply continues that trace context. */
+  traceparent?: string | undefined;
 }
 
 export interface RejectInput {
   code: number | string | undefined;
   reason: string | undefined;
   retryable: boolean | undefined;
+  /** The reject frame's traceparent: a retry continues that trace context. */
+  traceparent?: string | undefined;
 }
 
 export interface OutcomesDeps {
@@ -53,12 +59,18 @@ export interface OutcomesDeps {
   circuits?: CircuitRecorder;
   /** Sends waiting deliveries promoted into the slot an answer freed. */
   promoted?: (promotions: readonly Promotion[]) => void;
+  /** Records each delivery's dispatch span when its answer arrives (dispatch-span.ts). */
+  tracer?: Tracer;
 }
 
 export type AnswerOutcome = 'done' | 'gone' | 'mismatch';
 
 export class Outcomes {
-  constructor(private readonly d: OutcomesDeps) {}
+  private readonly tracer: Tracer;
+
+  constructor(private readonly d: OutcomesDeps) {
+    this.tracer = d.tracer ?? NOOP_TRACER;
+  }
 
   private status(
     state: 'DELIVERED' | 'REJECTED',
@@ -87,6 +99,7 @@ export class Outcomes {
     this.d.promoted?.(taken.promotions);
     const head = this.headOrLog(taken.head, agent, messageId, seq);
     if (!head) return 'done';
+    recordDispatchSpan(this.tracer, head, agent, 'ack', { seq });
     const envelope = envelopeFromMessageJson(head.message);
     this.d.outbox.post([this.status('DELIVERED', agent, envelope, head)], 'DELIVERED status', { trace_id: envelope.trace_id, message_id: messageId });
     this.d.metrics.acks.inc();
@@ -115,10 +128,13 @@ export class Outcomes {
         reason,
         failureRetryable: r.retryable === true,
         detail: { seq, ...detail },
+        seq,
+        traceparent: r.traceparent,
       });
       this.d.outbox.post(records, 'reject outcome', { trace_id: head.message.trace_id, message_id: messageId });
       return 'done';
     }
+    recordDispatchSpan(this.tracer, head, agent, 'reject', { seq, error: { code: 3003, codeName: 'AGENT_REJECTED', message: reason } });
     const envelope = envelopeFromMessageJson(head.message);
     // The producer learns of the refusal by a failure receipt (docs/pipeline.md).
     const receipt = receiptRecord(this.d.codec, envelope, { state: 'REJECTED', code: 3003, reason: `${agent}: ${reason}` });
@@ -175,14 +191,18 @@ export class Outcomes {
         topic: TOPICS.ingress.name,
         key: reply.session_id ?? reply.message_id,
         value: this.d.codec.encode(INGRESS_SUBJECT, reply),
-        headers: { 'reach-token': token },
+        // The reply continues the trace: the agent's own context, else the delivery's.
+        headers: { 'reach-token': token, ...traceHeader(r.traceparent ?? ctx.tp ?? undefined) },
       });
       replyId = reply.message_id;
     }
     // A result for a delivery not acked yet is its ack too: it leaves the buffer (not replayed).
     if (unacked && inflightSeq !== undefined) {
       const taken = await this.d.buffer.take(agent, inflightSeq, r.message_id, true);
-      if (taken.kind === 'taken') this.d.promoted?.(taken.promotions);
+      if (taken.kind === 'taken') {
+        this.d.promoted?.(taken.promotions);
+        recordDispatchSpan(this.tracer, ctx, agent, 'result', { seq: inflightSeq });
+      }
     }
     await this.d.outbox.send(out);
     this.d.metrics.results.inc();
@@ -207,4 +227,8 @@ export class Outcomes {
     if (invalid) throw invalid;
     return reply;
   }
+}
+
+function traceHeader(traceparent: string | undefined): Record<string, string> {
+  return traceparent ? { traceparent } : {};
 }

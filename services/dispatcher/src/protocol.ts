@@ -1,4 +1,5 @@
 import { errorInfo, type ErrorName, type ReachError } from '@reach/core';
+import { isValidTraceparent } from '@reach/tracing';
 
 /**
  * The WebSocket protocol of DESIGN §4 (public contract): text frames, one JSON object each,
@@ -28,10 +29,16 @@ export interface HelloFrame {
   last_seq: number | undefined;
 }
 
+/**
+ * `traceparent` (W3C) is an optional field added to DESIGN §4's frames (SPEC R-F1): on
+ * `deliver` the delivery's trace context, on `ack`/`reject`/`result` the agent's (the SDK echoes
+ * the delivery's); a malformed value is ignored, as W3C Trace Context asks.
+ */
 export interface AckFrame {
   type: 'ack';
   seq: number;
   message_id: string;
+  traceparent: string | undefined;
 }
 
 export interface RejectFrame {
@@ -42,6 +49,7 @@ export interface RejectFrame {
   code: number | string | undefined;
   reason: string | undefined;
   retryable: boolean | undefined;
+  traceparent: string | undefined;
 }
 
 export interface ResultFrame {
@@ -52,6 +60,7 @@ export interface ResultFrame {
   payload_b64: string | undefined;
   content_type: string | undefined;
   headers: Record<string, string> | undefined;
+  traceparent: string | undefined;
 }
 
 export interface SendFrame {
@@ -114,6 +123,12 @@ function seqOf(f: Record<string, unknown>, field: string, required: boolean): nu
   return v;
 }
 
+/** An optional traceparent: kept when well formed, else ignored (never a reason to refuse a frame). */
+function traceparentOf(f: Record<string, unknown>): string | undefined {
+  const v = f.traceparent;
+  return typeof v === 'string' && isValidTraceparent(v) ? v.trim() : undefined;
+}
+
 function stringMap(f: Record<string, unknown>, field: string): Record<string, string> | undefined {
   const v = f[field];
   if (v === undefined || v === null) return undefined;
@@ -138,7 +153,7 @@ export function parseAgentFrame(text: string): AgentFrame | FrameError {
       case 'hello':
         return { type: 'hello', agent_id: optString(f, 'agent_id'), token: optString(f, 'token'), last_seq: seqOf(f, 'last_seq', false) };
       case 'ack':
-        return { type: 'ack', seq: seqOf(f, 'seq', true)!, message_id: reqString(f, 'message_id') };
+        return { type: 'ack', seq: seqOf(f, 'seq', true)!, message_id: reqString(f, 'message_id'), traceparent: traceparentOf(f) };
       case 'reject': {
         const code = f.code;
         if (code !== undefined && code !== null && typeof code !== 'number' && typeof code !== 'string') throw new Error('code must be a number or a string');
@@ -151,6 +166,7 @@ export function parseAgentFrame(text: string): AgentFrame | FrameError {
           code: (code ?? undefined) as number | string | undefined,
           reason: optString(f, 'reason'),
           retryable: (retryable ?? undefined) as boolean | undefined,
+          traceparent: traceparentOf(f),
         };
       }
       case 'result': {
@@ -164,6 +180,7 @@ export function parseAgentFrame(text: string): AgentFrame | FrameError {
           payload_b64: optString(f, 'payload_b64'),
           content_type: optString(f, 'content_type'),
           headers: stringMap(f, 'headers'),
+          traceparent: traceparentOf(f),
         };
       }
       case 'send': {

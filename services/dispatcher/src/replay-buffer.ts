@@ -26,6 +26,9 @@ import { LANES, type LaneIndex, type PerLane } from './lanes.js';
  * - `reach:wrr:{agent}`  the lanes' round-robin credits (lanes.ts), fields H, N, L;
  * - `reach:wait-deadlines`  when each waiting entry gives up (its budget or expire_at):
  *   score = epoch ms, member = `<agent>|<lane>|<order>`; the deadline sweeper fails those.
+ * - `reach:routed:{agent}:<message_id>:<attempt>`  where the delivery went when it was
+ *   appended, so that a routed record consumed again is not appended twice (buffer-scripts.ts
+ *   APPEND); short-lived.
  *
  * Every script that frees a slot (ack, reject, result, missed ack deadline) promotes the next
  * waiting entries in the same step, so the cap holds across all dispatcher instances; the
@@ -47,6 +50,17 @@ interface ScriptCommands {
 /** How long the seq counter and connection generation outlive the last delivery (30 days). */
 const COUNTER_TTL_S = 30 * 86400;
 
+/**
+ * How long an appended delivery is recognised when its routed record is consumed again. A
+ * record comes back only while its offset is uncommitted: kafkajs retrying a failed batch
+ * (≈ 60 s: 10 retries, backoff up to 10 s), the group moving the partition after a rebalance
+ * or a stop (seconds), a crashed instance's partitions taken over after the session timeout
+ * (30 s) or its restart. Longer would only cost memory (one small key per delivery, ≈ 230 B:
+ * 1,000 msg/s ≈ 28 MB); a record replayed later still than this is appended again
+ * (at-least-once, SPEC R-D6).
+ */
+const APPEND_MARKER_TTL_S = 120;
+
 export const keys = {
   seq: (agent: string) => `reach:seq:{${agent}}`,
   buf: (agent: string) => `reach:buf:{${agent}}`,
@@ -55,6 +69,7 @@ export const keys = {
   wait: (agent: string, lane: LaneIndex) => `reach:wait:{${agent}}:${LANES[lane]}`,
   order: (agent: string) => `reach:worder:{${agent}}`,
   credits: (agent: string) => `reach:wrr:{${agent}}`,
+  appended: (agent: string, messageId: string, attempt: number) => `reach:routed:{${agent}}:${messageId}:${attempt}`,
   /**
    * Ack deadlines of every buffered delivery of every agent: score = deadline (epoch ms),
    * member = `<agent>|<seq>`. One key (not per agent) so a sweeper finds what is due with one
@@ -112,6 +127,7 @@ export interface FlowPolicy {
 /** A routed delivery for `appendMany`. */
 export interface AppendItem {
   agent: string;
+  messageId: string;
   head: string;
   attempt: number;
   /** The end of its deliver frame (entry.ts messagePart). */
@@ -127,7 +143,17 @@ export interface AppendItem {
   waitDeadline: number;
 }
 
-export type AppendResult = { kind: 'inflight'; seq: number } | { kind: 'waiting'; order: number };
+/**
+ * Where a routed delivery went. `repeat`: it had been appended before (its record was consumed
+ * again) and is still where it went: in flight with this seq and stored `entry`, or waiting
+ * with this order. `moved`: appended before and gone on since (answered, failed, promoted or
+ * given up): nothing to do.
+ */
+export type AppendResult =
+  | { kind: 'inflight'; seq: number; repeat: false }
+  | { kind: 'inflight'; seq: number; repeat: true; entry: string }
+  | { kind: 'waiting'; order: number; repeat: boolean }
+  | { kind: 'moved' };
 
 export interface FlowState {
   inFlight: number;
@@ -167,7 +193,7 @@ export class ReplayBuffer {
     private readonly ttlS: number,
     private readonly flow: FlowPolicy = { limitOf: () => 0, weights: [60, 30, 10] },
   ) {
-    redis.defineCommand('reachAppend', { numberOfKeys: 9, lua: APPEND });
+    redis.defineCommand('reachAppend', { numberOfKeys: 10, lua: APPEND });
     redis.defineCommand('reachTake', { numberOfKeys: 9, lua: TAKE });
     redis.defineCommand('reachTakeExpired', { numberOfKeys: 8, lua: TAKE_EXPIRED });
     redis.defineCommand('reachFill', { numberOfKeys: 8, lua: FILL });
@@ -197,9 +223,11 @@ export class ReplayBuffer {
 
   /**
    * Stores each routed delivery, in one pipeline: in the agent's buffer with its next seq when
-   * the agent has a free slot and nothing waits, else in its priority lane. Within an agent the
-   * order given is kept (one partition owns an agent's records). Deliveries promoted on the
-   * way (a raised max_concurrency) come back in `promotions`, for the caller to announce.
+   * the agent has a free slot and nothing waits, else in its priority lane — once: a delivery
+   * (agent, message id, attempt) appended before is not appended again (see AppendResult).
+   * Within an agent the order given is kept (one partition owns an agent's records).
+   * Deliveries promoted on the way (a raised max_concurrency) come back in `promotions`, for
+   * the caller to announce.
    */
   async appendMany(items: readonly AppendItem[], now: number = Date.now()): Promise<{ results: AppendResult[]; promotions: Promotion[] }> {
     if (items.length === 0) return { results: [], promotions: [] };
@@ -210,6 +238,7 @@ export class ReplayBuffer {
         void p.reachAppend(
           ...this.flowKeys(it.agent),
           keys.order(it.agent),
+          keys.appended(it.agent, it.messageId, it.attempt),
           ...this.flowArgv(it.agent, now),
           it.head,
           it.attempt,
@@ -220,6 +249,7 @@ export class ReplayBuffer {
           it.budgetAt ?? 0,
           it.lane + 1,
           it.waitDeadline,
+          APPEND_MARKER_TTL_S,
         );
       }
       const replies = (await pipe.exec()) ?? [];
@@ -228,11 +258,14 @@ export class ReplayBuffer {
       replies.forEach(([err, reply], i) => {
         if (err) throw err;
         const flat = reply as Array<string | number>;
-        if (Number(flat[0]) > 0) results.push({ kind: 'inflight', seq: Number(flat[0]) });
-        else {
-          results.push({ kind: 'waiting', order: Number(flat[1]) });
+        const code = Number(flat[0]);
+        if (code > 0) results.push({ kind: 'inflight', seq: code, repeat: false });
+        else if (code === 0) {
+          results.push({ kind: 'waiting', order: Number(flat[1]), repeat: false });
           promotions.push(...promotionsOf(items[i]!.agent, flat, 2));
-        }
+        } else if (code === -1) results.push({ kind: 'inflight', seq: Number(flat[1]), repeat: true, entry: String(flat[2]) });
+        else if (code === -2) results.push({ kind: 'waiting', order: Number(flat[1]), repeat: true });
+        else results.push({ kind: 'moved' });
       });
       return { results, promotions };
     });

@@ -2,7 +2,9 @@ import { ReachError, toReachError, type Logger } from '@reach/core';
 import type { Envelope, RoutedDelivery, SchemaCodec } from '@reach/envelope';
 import { TOPICS, produceAll, valueSubject, type InRecord, type OutRecord, type Producer } from '@reach/kafka';
 import { deadLetterRecord, statusRecord } from '@reach/service-kit';
+import type { Tracer } from '@reach/tracing';
 import type { Announcement } from './announcer.js';
+import { deliveryTrace } from './dispatch-span.js';
 import { buildEntry, entryPartsOf } from './entry.js';
 import { LANES, laneOf } from './lanes.js';
 import type { DispatcherMetrics } from './metrics.js';
@@ -26,8 +28,13 @@ import type { ReplayBuffer } from './replay-buffer.js';
  * for a slot (DESIGN §8): a waiting delivery is durably in Redis and flows when an ack, reject
  * or missed ack deadline frees a slot — the script that frees it promotes the next one. A
  * record that cannot be decoded goes to reach.dlq.v1; a dependency failure (Redis, Kafka, the
- * schema registry) fails the batch, which kafkajs retries (at-least-once: a retried batch may
- * buffer a delivery twice).
+ * schema registry) fails the batch, which kafkajs retries.
+ *
+ * A record may be consumed again (a retried batch, a rebalance or a restart before its offset
+ * was committed): its delivery is not stored twice (replay-buffer.ts AppendResult). While it is
+ * still in flight or waiting, steps 2 and 3 are repeated as they were — the first pass may have
+ * failed before them, and both are harmless twice (states only move forward; a connection
+ * never sends a seq twice); once it has moved on, nothing is.
  */
 const ROUTED_SUBJECT = valueSubject(TOPICS.routed.name);
 
@@ -42,6 +49,8 @@ export interface RoutedConsumerDeps {
   announce(items: readonly Announcement[]): Promise<void>;
   metrics: DispatcherMetrics;
   log: Logger;
+  /** Reserves each delivery's dispatch span (dispatch-span.ts). */
+  tracer: Tracer;
 }
 
 interface Accepted {
@@ -56,11 +65,13 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
   return async (records) => {
     const dead: OutRecord[] = [];
     const accepted: Accepted[] = [];
+    const consumedAt = Date.now();
     for (const record of records) {
       try {
         const delivery = await d.codec.decode<RoutedDelivery>(ROUTED_SUBJECT, record.value);
         if (!delivery.agent_id) throw new ReachError('INVALID_ENVELOPE', 'routed delivery without agent_id', { details: { field: 'agent_id' } });
-        accepted.push({ delivery, ...entryPartsOf(delivery, d.replayTtlS) });
+        const trace = deliveryTrace(d.tracer, record.headers.traceparent, delivery.envelope.trace_id, consumedAt);
+        accepted.push({ delivery, ...entryPartsOf(delivery, d.replayTtlS, consumedAt, trace) });
       } catch (err) {
         const error = toReachError(err);
         // The schema registry being away is no reason to dead-letter a good record.
@@ -78,6 +89,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
         const r = a.delivery;
         return {
           agent: r.agent_id,
+          messageId: r.message_id,
           head: a.head,
           attempt: r.attempt,
           messagePart: a.messagePart,
@@ -95,10 +107,11 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     // Promoted on the way (a raised max_concurrency): already buffered with their seqs, so they
     // go out now, whatever happens to the rest of the batch.
     d.promoter.handle(promotions);
-    const statuses = accepted.map((a, i) => {
+    const statuses = accepted.flatMap((a, i) => {
       const res = results[i]!;
+      if (res.kind === 'moved') return [];
       const lane = LANES[laneOf(a.envelope.priority)];
-      if (res.kind === 'waiting') d.metrics.queued.inc({ priority: lane });
+      if (res.kind === 'waiting' && !res.repeat) d.metrics.queued.inc({ priority: lane });
       return statusRecord(d.codec, {
         state: 'DELIVERING',
         envelope: a.envelope,
@@ -114,7 +127,9 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
       });
     });
     await produceAll(d.producer, statuses);
-    d.metrics.routed.inc(accepted.length);
+    const repeats = results.filter((r) => r.kind === 'moved' || r.repeat).length;
+    d.metrics.routed.inc(accepted.length - repeats);
+    if (repeats > 0) d.log.debug({ repeats, count: accepted.length }, 'routed deliveries consumed again: not stored twice');
     const fresh: Announcement[] = [];
     accepted.forEach((a, i) => {
       const res = results[i]!;
@@ -122,7 +137,8 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
       fresh.push({
         agent: a.delivery.agent_id,
         seq: res.seq,
-        entry: buildEntry(a.head, res.seq, a.suffix),
+        // A repeat goes out as it was stored the first time (its deadline, its trace context).
+        entry: res.repeat ? res.entry : buildEntry(a.head, res.seq, a.suffix),
         messageId: a.delivery.message_id,
         traceId: a.envelope.trace_id,
       });

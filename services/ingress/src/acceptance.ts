@@ -2,6 +2,7 @@ import { MESSAGE_ID_PATTERN, PRODUCER_DOMAIN_HEADER, toReachError, type Logger, 
 import { validateEnvelope, type DeadLetterReason, type Envelope, type MessageState, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
+import { isTraceId, isValidTraceparent, type Tracer } from '@reach/tracing';
 import { ADMIN_PRODUCER, Authenticator } from './auth.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { QuotaGate } from './quotas.js';
@@ -58,6 +59,8 @@ export interface AcceptorDeps {
   instance: string;
   maxPayloadBytes: number;
   log: Logger;
+  /** An `ingest` span per submission when tracing is on. */
+  tracer?: Tracer;
 }
 
 // The names validateEnvelope accepts for agent ids: a receipt is only addressed to one of them.
@@ -86,6 +89,39 @@ export class Acceptor {
   constructor(private readonly deps: AcceptorDeps) {}
 
   async accept(submitted: Submission, now: number = Date.now()): Promise<Acceptance> {
+    const tracer = this.deps.tracer;
+    if (!tracer?.enabled) return this.acceptIn(submitted, now, undefined);
+    // The span joins the producer's trace, else starts the envelope's own; a trace id that is
+    // not W3C-shaped has no trace to join (the pending record then carries no traceparent).
+    const env = submitted.envelope;
+    const parent = isValidTraceparent(submitted.traceparent) ? submitted.traceparent : undefined;
+    if (parent === undefined && !isTraceId(env.trace_id.toLowerCase())) return this.acceptIn(submitted, now, undefined);
+    const span = tracer.startSpan('ingest', {
+      parent,
+      traceId: env.trace_id,
+      kind: submitted.via.kind === 'http' ? 'server' : 'consumer',
+      attributes: {
+        'reach.message_id': env.message_id,
+        'reach.message_type': env.message_type,
+        'reach.producer': env.producer,
+        'reach.via': submitted.via.kind,
+      },
+    });
+    try {
+      const acceptance = await this.acceptIn(submitted, now, span.traceparent);
+      span.setAttributes({ 'reach.ingest.outcome': acceptance.outcome });
+      if (acceptance.outcome === 'rejected') span.fail(acceptance.error);
+      return acceptance;
+    } catch (err) {
+      span.fail(toReachError(err));
+      throw err;
+    } finally {
+      span.end();
+    }
+  }
+
+  /** accept() within its span; `spanTraceparent` (the ingest span) goes on the pending record. */
+  private async acceptIn(submitted: Submission, now: number, spanTraceparent: string | undefined): Promise<Acceptance> {
     let s = submitted;
     let attempt = 0;
     let admin = false;
@@ -108,7 +144,7 @@ export class Acceptor {
     // from JSON, say) must not leave its key taken by a message that never went anywhere.
     let pending: OutRecord;
     try {
-      pending = this.pendingRecord(s, attempt);
+      pending = this.pendingRecord(s, attempt, spanTraceparent);
     } catch (err) {
       const error = toReachError(err);
       if (error.retryable) throw error;
@@ -160,9 +196,9 @@ export class Acceptor {
     return [deadLetterRecord(this.deps.codec, { service: this.deps.service, error, record: withoutToken(record), reason: 'INVALID' }, now)];
   }
 
-  private pendingRecord(s: Submission, attempt: number): OutRecord {
+  private pendingRecord(s: Submission, attempt: number, spanTraceparent: string | undefined): OutRecord {
     const env = s.envelope;
-    const traceparent = traceparentFor(env.trace_id, s.traceparent);
+    const traceparent = spanTraceparent ?? traceparentFor(env.trace_id, s.traceparent);
     const headers: Record<string, string> = traceparent ? { traceparent } : {};
     if (attempt > 0) headers[ATTEMPT_HEADER] = String(attempt);
     return {

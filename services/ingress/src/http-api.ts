@@ -6,7 +6,7 @@ import { provisionalRow, type Acceptor } from './acceptance.js';
 import type { Authenticator } from './auth.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { IngressMetrics } from './metrics.js';
-import { eventJson, messageJson, type MessageRow, type ReadModel } from './read-model.js';
+import { eventJson, messageJson, traceJson, type MessageRow, type ReadModel } from './read-model.js';
 import type { RecentMessages } from './recent.js';
 import type { ResultWaiter } from './result-waiter.js';
 import { effectiveWaitMs, parseWaitMs } from './wait-policy.js';
@@ -188,15 +188,6 @@ export function registerMessageApi(d: MessageApiDeps): void {
     const rows = await d.readModel.trace(traceId);
     if (rows.length === 0) return notFound(`trace ${traceId}`);
     const events = await d.readModel.events(rows.map((r) => r.message_id));
-    const byMessage = new Map<string, Array<Record<string, unknown>>>();
-    for (const e of events) {
-      let list = byMessage.get(e.message_id);
-      if (!list) byMessage.set(e.message_id, (list = []));
-      list.push(eventJson(e));
-    }
-    return {
-      status: 200,
-      body: { trace_id: traceId, messages: rows.map((r) => ({ ...messageJson(r), events: byMessage.get(r.message_id) ?? [] })) },
-    };
+    return { status: 200, body: traceJson(traceId, rows, events) };
   });
 }

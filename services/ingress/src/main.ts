@@ -62,6 +62,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     instance: ctx.instanceId,
     maxPayloadBytes: config.maxPayloadBytes,
     log: ctx.log,
+    tracer: ctx.tracer,
   });
   const readModel = new ReadModel(ctx.pg);
   const waiter = new ResultWaiter((ids) => readModel.messages(ids), ctx.log);

@@ -1,5 +1,6 @@
 import { errorInfo, isKnownCode, ReachError } from '@reach/core';
 import type { Pool, QueryResultRow } from '@reach/store';
+import { elapsedMs, stagesOf, traceTree } from './trace-tree.js';
 
 /**
  * Read-only queries on the message read model the tracker writes (migration 001), and the JSON
@@ -22,6 +23,9 @@ export interface MessageRow {
   target_agent_id: string | null;
   parent_message_id: string | null;
   result: unknown;
+  /** Read for traces only (the links of the trace tree). */
+  correlation_id?: string | null;
+  reply_to?: string | null;
 }
 
 export interface EventRow {
@@ -84,9 +88,10 @@ export class ReadModel {
   }
 
   async trace(traceId: string): Promise<MessageRow[]> {
-    return this.query<MessageRow>(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE trace_id = $1 ORDER BY created_at, message_id LIMIT ${TRACE_LIMIT}`, [
-      traceId,
-    ]);
+    return this.query<MessageRow>(
+      `SELECT ${MESSAGE_COLUMNS}, correlation_id, reply_to FROM messages WHERE trace_id = $1 ORDER BY created_at, message_id LIMIT ${TRACE_LIMIT}`,
+      [traceId],
+    );
   }
 }
 
@@ -134,5 +139,35 @@ export function eventJson(row: EventRow): Record<string, unknown> {
     code: row.code,
     reason: row.reason,
     detail: row.detail ?? null,
+  };
+}
+
+/**
+ * `GET /v1/traces/{trace_id}`: every message of the trace with its timeline, and (fields added
+ * to the original answer) each message's stages with their durations, its elapsed time and its
+ * links, and the trace as a tree of messages (trace-tree.ts).
+ */
+export function traceJson(traceId: string, rows: readonly MessageRow[], events: readonly EventRow[]): Record<string, unknown> {
+  const byMessage = new Map<string, EventRow[]>();
+  for (const e of events) {
+    let list = byMessage.get(e.message_id);
+    if (!list) byMessage.set(e.message_id, (list = []));
+    list.push(e);
+  }
+  const eventsOf = (id: string): readonly EventRow[] => byMessage.get(id) ?? [];
+  return {
+    trace_id: traceId,
+    messages: rows.map((r) => {
+      const timeline = eventsOf(r.message_id);
+      return {
+        ...messageJson(r),
+        correlation_id: r.correlation_id ?? null,
+        reply_to: r.reply_to ?? null,
+        events: timeline.map(eventJson),
+        stages: stagesOf(r.created_at, timeline),
+        elapsed_ms: elapsedMs(r.created_at, timeline),
+      };
+    }),
+    tree: traceTree(rows, eventsOf),
   };
 }

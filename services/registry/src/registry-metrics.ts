@@ -54,13 +54,13 @@ const TOP_CAPABILITIES = 50;
  */
 function capabilityGauges(metrics: ServiceMetrics, store: AgentStore): void {
   let snapshot: Promise<AgentRecord[]> | undefined;
-  // The three gauges are collected in one scrape: share one read of the records.
+  // prom-client collects the gauges of one scrape concurrently: they share one read in flight.
   const records = (): Promise<AgentRecord[]> => {
     snapshot ??= store
       .allAgentIds()
       .then((ids) => store.getMany(ids))
       .then((rs) => rs.filter((r): r is AgentRecord => r !== undefined))
-      .finally(() => setTimeout(() => (snapshot = undefined), 1_000).unref());
+      .finally(() => (snapshot = undefined));
     return snapshot;
   };
   const stats = async () => capabilityStats(await records(), TOP_CAPABILITIES);

@@ -2,6 +2,7 @@ import type { RetryRequest } from '@reach/envelope';
 import { runDelayStage, TOPICS, valueSubject } from '@reach/kafka';
 import { deadLetterRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
 import { budgetPolicyOf, isHold } from '@reach/routing';
+import { NOOP_SPAN } from '@reach/tracing';
 import { republish } from './republish.js';
 import { StuckSweeper } from './stuck-sweeper.js';
 
@@ -44,11 +45,24 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     handle: (req, record) => {
       const now = Date.now();
       const kind = isHold(req) ? 'hold' : 'retry';
-      const out = republish(republishCtx, req, record, now);
+      // The wait on reach.retry.v1, from the request's append to its re-publication (SPEC R-F1).
+      const span = ctx.tracer.enabled
+        ? ctx.tracer.startSpan('retry_wait', {
+            parent: record.headers.traceparent,
+            traceId: req.envelope.trace_id,
+            startTime: Number(record.timestamp),
+            attributes: { 'reach.message_id': req.message_id, 'reach.attempt': req.attempt, 'reach.retry.kind': kind, 'reach.retry.code': req.code },
+          })
+        : NOOP_SPAN;
+      const out = republish(republishCtx, req, record, now, span.traceparent ?? record.headers.traceparent);
       if (out[0]?.topic !== TOPICS.pending.name) {
-        expired.inc({ code: String(req.envelope.expire_at !== null && now >= req.envelope.expire_at ? 3006 : 3005), source: 'due' });
+        const code = req.envelope.expire_at !== null && now >= req.envelope.expire_at ? 3006 : 3005;
+        expired.inc({ code: String(code), source: 'due' });
+        span.fail({ code, codeName: code === 3006 ? 'EXPIRED' : 'BUDGET_EXCEEDED', message: 'due after the time budget' });
+        span.end(now);
         return out;
       }
+      span.end(now);
       republished.inc({ kind });
       lateness.observe(Math.max(0, now - req.not_before) / 1000);
       forMessage(ctx.log, req.envelope).debug({ attempt: req.attempt, reason: req.reason, kind }, 're-published to reach.pending.v1');

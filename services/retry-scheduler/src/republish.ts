@@ -58,9 +58,16 @@ export function outOfBudget(ctx: RepublishContext, req: RetryRequest, record: In
  * (key session_id ?? message_id, so a session keeps its partition), with the attempt number and
  * the agents to avoid as Kafka headers. A retry of a failed attempt also opens the new attempt
  * on the timeline with a PENDING status; a saturation hold does not (the router already said
- * PENDING 2002 for this same attempt, and nothing failed).
+ * PENDING 2002 for this same attempt, and nothing failed). The pending record carries
+ * `traceparent` (the retry-wait span's when tracing is on, else the request's own, unchanged).
  */
-export function republish(ctx: RepublishContext, req: RetryRequest, record: InRecord, now: number = Date.now()): OutRecord[] {
+export function republish(
+  ctx: RepublishContext,
+  req: RetryRequest,
+  record: InRecord,
+  now: number = Date.now(),
+  traceparent: string | undefined = record.headers.traceparent,
+): OutRecord[] {
   const dead = outOfBudget(ctx, req, record, now);
   if (dead) return dead;
   const env = req.envelope;
@@ -69,7 +76,7 @@ export function republish(ctx: RepublishContext, req: RetryRequest, record: InRe
       topic: TOPICS.pending.name,
       key: env.session_id ?? env.message_id,
       value: ctx.codec.encode(PENDING_SUBJECT, env),
-      headers: republishHeaders(req, record.headers.traceparent),
+      headers: republishHeaders(req, traceparent),
     },
   ];
   if (!isHold(req)) {

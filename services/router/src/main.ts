@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CIRCUIT_OPTIONS, CircuitBreakers, CircuitCache, circuitPolicy } from '@reach/circuits';
 import type { Envelope } from '@reach/envelope';
-import { TOPICS, valueSubject, type InRecord } from '@reach/kafka';
+import { TOPICS, valueSubject, type InRecord, type StageHandlerContext } from '@reach/kafka';
 import { budgetPolicyOf, readHints, ruleFactsOf, type RoutingConfig } from '@reach/routing';
 import { AlertThrottle, alertRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
 import { createRedis, type Redis } from '@reach/store';
@@ -16,6 +16,7 @@ import { domainGate } from './domain-gate.js';
 import { RulesWatcher } from './rules-watcher.js';
 import { matchedRule, policyOf, withRuleAction } from './rule-policy.js';
 import { registerRulesApi } from './rules-api.js';
+import { routeSpanAttributes, routeSpanError } from './route-span.js';
 
 /** notify_admin alerts for the same rule and address: at most one per this window. */
 const ALERT_WINDOW_MS = 60_000;
@@ -139,7 +140,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   await circuits.start();
 
   const serializer = new KeyedSerializer();
-  const handle = async (record: InRecord) => {
+  const handle = async (record: InRecord, { span }: StageHandlerContext) => {
     const received = await codec.decode<Envelope>(PENDING_SUBJECT, record.value);
     const started = performance.now();
     const now = Date.now();
@@ -154,6 +155,9 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     metrics.hopSeconds.observe(Math.max(0, now - Number(record.timestamp)) / 1000);
     metrics.decisions.inc({ outcome: decision.kind });
     metrics.candidates.observe(decision.candidates);
+    span.setAttributes(routeSpanAttributes(decision, rule?.name ?? null, hints.attempt, envelope.message_id));
+    const failure = routeSpanError(decision, hints.rejectOnSaturation);
+    if (failure) span.fail(failure);
     const log = forMessage(ctx.log, envelope);
     for (const agentId of probes) log.info({ agent_id: agentId, attempt: hints.attempt }, 'half-open circuit probe sent');
     if (decision.kind === 'routed') log.debug({ agent_id: decision.agentId, strategy: decision.trace.strategy, attempt: hints.attempt }, 'routed');
@@ -168,9 +172,10 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   await ctx.stage({
     topics: [TOPICS.pending.name],
     concurrency: 16,
+    spanName: 'route',
     // One session's records share a key: they are routed one after another so that each sees
     // the sticky binding the previous one wrote.
-    handle: (record) => serializer.run(record.key?.toString('utf8') ?? `${record.partition}:${record.offset}`, () => handle(record)),
+    handle: (record, stageCtx) => serializer.run(record.key?.toString('utf8') ?? `${record.partition}:${record.offset}`, () => handle(record, stageCtx)),
   });
 }
 

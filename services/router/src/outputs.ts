@@ -198,7 +198,7 @@ export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecis
  * circuit (SPEC R-D8): the circuit check runs after liveness and reachability, so a circuit
  * rejection means an otherwise usable agent was there.
  */
-function noRouteError(decision: Extract<RouteDecision, { kind: 'no_route' }>): ReachError {
+export function noRouteError(decision: Extract<RouteDecision, { kind: 'no_route' }>): ReachError {
   const open = decision.trace.rejected?.circuit ?? 0;
   if (open > 0)
     return new ReachError('CIRCUIT_OPEN', `${decision.why}: ${open === 1 ? "the only candidate's circuit is" : `all ${open} candidates' circuits are`} open`);

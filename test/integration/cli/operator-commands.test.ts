@@ -67,13 +67,24 @@ describe('reach send', () => {
 
     const byMessage = await reach('trace', body.message_id, '--json');
     expect(byMessage.code).toBe(0);
-    const trace = JSON.parse(byMessage.stdout) as { trace_id: string; messages: Array<{ message_id: string }> };
+    const trace = JSON.parse(byMessage.stdout) as {
+      trace_id: string;
+      messages: Array<{ message_id: string; stages: Array<{ stage: string; duration_ms: number }> }>;
+      tree: Array<{ message_id: string; link: string }>;
+    };
     expect(trace.trace_id).toBe(state.trace_id);
     expect(trace.messages.map((m) => m.message_id)).toContain(body.message_id);
+    // The tree and the per-stage durations (SPEC R-F1).
+    expect(trace.tree).toContainEqual({ message_id: body.message_id, link: 'root', children: [] });
+    const stages = trace.messages.find((m) => m.message_id === body.message_id)!.stages;
+    expect(stages.map((x) => x.stage)).toEqual(expect.arrayContaining(['ingest', 'route', 'dispatch', 'agent']));
+    for (const x of stages) expect(x.duration_ms).toBeGreaterThanOrEqual(0);
     const byTrace = await reach('trace', state.trace_id);
     expect(byTrace.code).toBe(0);
     expect(byTrace.stdout).toContain(`trace ${state.trace_id}`);
     expect(byTrace.stdout).toContain(body.message_id);
+    expect(byTrace.stdout).toMatch(new RegExp(`\\ntree\\n${body.message_id}  task_request → ${capability}  DELIVERED`));
+    expect(byTrace.stdout).toMatch(/route \d+ ms · dispatch \d+ ms · agent \d+ ms/);
   });
 
   it('without --wait answers PENDING in a table', async () => {

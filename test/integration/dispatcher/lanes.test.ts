@@ -3,21 +3,23 @@ import type { Producer } from 'kafkajs';
 import { silentLogger } from '@reach/core';
 import { createRedis, type Redis } from '@reach/store';
 import { stack } from '../../helpers/env.js';
-import { plainKafka, registryClient } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
 import { LANES, LaneModel, type LaneIndex, type PerLane } from '../../../services/dispatcher/dist/lanes.js';
 import { ReplayBuffer, keys } from '../../../services/dispatcher/dist/replay-buffer.js';
-import { deregisterAgent, FlowRouter, Holder, registerAgent, waitForFlow } from './concurrency-harness.js';
+import { CONSUME_PATIENCE_MS, deregisterAgent, flowOf, FlowRouter, Holder, registerAgent, waitForFlow } from './concurrency-harness.js';
 import { agentId, messageIdOf, TestAgent } from './harness.js';
 
 // Priority lanes (SPEC R-D9). First the promotion script itself, run by real Redis, against the
-// TS reference (lanes.ts) on random sequences of arrivals, acks and wait expiries; then the
-// running dispatcher: one busy slot, a backlog of HIGH, NORMAL and LOW, and the order in which
-// they are released — HIGH dominates, LOW progresses at its share, FIFO within each lane.
+// TS reference (lanes.ts) on random sequences of arrivals, repeated arrivals (a routed record
+// consumed again), acks and wait expiries; then the running dispatcher: one busy slot, a backlog
+// of HIGH, NORMAL and LOW, and the order in which they are released — HIGH dominates, LOW
+// progresses at its share, FIFO within each lane — also when the records are consumed twice.
 const kafka = plainKafka();
 const registry = registryClient();
 let producer: Producer;
 let router: FlowRouter;
 let redis: Redis;
+let status: TopicTap<Record<string, unknown>>;
 const registered: string[] = [];
 
 /** The weights the running dispatcher uses (REACH_PRIORITY_WEIGHTS, as the services read it). */
@@ -27,13 +29,14 @@ beforeAll(async () => {
   producer = kafka.producer();
   await producer.connect();
   router = await new FlowRouter(producer, registry).init();
+  status = await new TopicTap<Record<string, unknown>>(kafka, 'reach.status.v1', registry).open();
   // A database of its own: the running dispatchers' deadline sweepers never see these entries.
   redis = createRedis(stack.redisUrl.replace(/\/\d*$/, '/15'), silentLogger);
 });
 
 afterAll(async () => {
   await Promise.all(registered.map(deregisterAgent));
-  await producer?.disconnect();
+  await Promise.all([status?.close(), producer?.disconnect()]);
   redis?.disconnect();
 });
 
@@ -48,11 +51,16 @@ function prng(seed: number): () => number {
   };
 }
 
+function midOf(i: number): string {
+  return `msg_${String(i).padStart(26, '0')}`;
+}
+
 /** A buffer entry's parts for item `i` (its message id names it). */
 function item(agent: string, i: number, lane: LaneIndex, now: number) {
-  const mid = `msg_${String(i).padStart(26, '0')}`;
+  const mid = midOf(i);
   return {
     agent,
+    messageId: mid,
     head: JSON.stringify({ mid, parent: null, attempt: 0, ctx_ttl_s: 0, budget_at: null, message: { message_id: mid, trace_id: `t${i}` } }),
     attempt: 0,
     messagePart: `,"message":{"message_id":"${mid}","payload":{"i":${i}}}}`,
@@ -69,7 +77,7 @@ function itemOf(entry: string): number {
 }
 
 describe('priority lanes: the promotion script against the reference', () => {
-  it('promotes exactly what the TS reference picks, on random sequences of arrivals, acks and expiries', async () => {
+  it('promotes exactly what the TS reference picks, on random sequences of arrivals, repeats, acks and expiries', async () => {
     const rand = prng(20260301);
     for (let run = 0; run < 12; run++) {
       const agent = agentId('it.lanes.lua');
@@ -83,8 +91,10 @@ describe('priority lanes: the promotion script against the reference', () => {
       };
       const buffer = new ReplayBuffer(redis, 1800, { limitOf: () => limit, weights });
       const model = new LaneModel(weights);
-      const inflight: Array<{ seq: number; item: number }> = [];
+      /** In flight: straight in, or promoted from a lane. */
+      const inflight: Array<{ seq: number; item: number; promoted: boolean }> = [];
       const waitingOrder = new Map<number, { lane: LaneIndex; order: number }>();
+      const laneOfItem: LaneIndex[] = [];
       let nextItem = 0;
       const expectPromotions = (promotions: Array<{ seq: number; entry: string; lane: LaneIndex }>) => {
         for (const p of promotions) {
@@ -92,7 +102,7 @@ describe('priority lanes: the promotion script against the reference', () => {
           expect(want, `run ${run}: a promotion the reference does not make`).toBeDefined();
           expect([p.lane, itemOf(p.entry)], `run ${run}`).toEqual([want!.lane, want!.item]);
           waitingOrder.delete(want!.item);
-          inflight.push({ seq: p.seq, item: want!.item });
+          inflight.push({ seq: p.seq, item: want!.item, promoted: true });
         }
         // The cap: promote while slots are free and something waits, never beyond.
         const sizes = model.sizes;
@@ -103,24 +113,41 @@ describe('priority lanes: the promotion script against the reference', () => {
         for (let op = 0; op < 250; op++) {
           const r = rand();
           const now = Date.now();
-          if (r < 0.5) {
+          if (r < 0.45) {
             const lane = pickLane();
             const i = nextItem++;
+            laneOfItem[i] = lane;
             const { results, promotions } = await buffer.appendMany([item(agent, i, lane, now)], now);
             const res = results[0]!;
             if (res.kind === 'inflight') {
               const sizes = model.sizes;
               expect(inflight.length < limit && sizes[0] + sizes[1] + sizes[2] === 0, `run ${run}: straight in with a full slot or a queue`).toBe(true);
-              inflight.push({ seq: res.seq, item: i });
-            } else {
+              inflight.push({ seq: res.seq, item: i, promoted: false });
+            } else if (res.kind === 'waiting') {
               model.push(lane, i);
               waitingOrder.set(i, { lane, order: res.order });
-            }
+            } else throw new Error(`run ${run}: a first arrival taken for a repeat`);
             expectPromotions(promotions);
+          } else if (r < 0.55 && nextItem > 0) {
+            // An earlier arrival again (its routed record consumed twice): nothing changes; it
+            // says where the delivery still is if it stayed where it went (a promoted one moved).
+            const i = Math.floor(rand() * nextItem);
+            const { results, promotions } = await buffer.appendMany([item(agent, i, laneOfItem[i]!, now)], now);
+            const sent = inflight.find((x) => x.item === i && !x.promoted);
+            const waits = waitingOrder.get(i);
+            const want = sent
+              ? { kind: 'inflight', seq: sent.seq, repeat: true }
+              : waits
+                ? { kind: 'waiting', order: waits.order, repeat: true }
+                : { kind: 'moved' };
+            expect(results[0], `run ${run}: repeat of item ${i}`).toMatchObject(want);
+            if (sent) expect(itemOf((results[0] as { entry: string }).entry)).toBe(i);
+            expect(promotions).toEqual([]);
+            expectPromotions([]);
           } else if (r < 0.9 || waitingOrder.size === 0) {
             if (inflight.length === 0) continue;
             const done = inflight.splice(Math.floor(rand() * inflight.length), 1)[0]!;
-            const mid = `msg_${String(done.item).padStart(26, '0')}`;
+            const mid = midOf(done.item);
             const taken =
               r < 0.8
                 ? await buffer.take(agent, done.seq, mid, false)
@@ -141,7 +168,8 @@ describe('priority lanes: the promotion script against the reference', () => {
         expect([state.inFlight, ...state.waiting]).toEqual([inflight.length, ...model.sizes]);
       } finally {
         const lanesKeys = LANES.map((_, i) => keys.wait(agent, i as LaneIndex));
-        await redis.del(keys.seq(agent), keys.buf(agent), keys.credits(agent), keys.order(agent), ...lanesKeys);
+        const markers = Array.from({ length: nextItem }, (_, i) => keys.appended(agent, midOf(i), 0));
+        await redis.del(keys.seq(agent), keys.buf(agent), keys.credits(agent), keys.order(agent), ...lanesKeys, ...markers);
         const members = await redis.zrangebyscore(keys.waitDeadlines, '-inf', '+inf');
         const deadlines = await redis.zrangebyscore(keys.deadlines, '-inf', '+inf');
         const mine = [...members, ...deadlines].filter((m) => m.startsWith(`${agent}|`));
@@ -198,5 +226,53 @@ describe('priority lanes: the running dispatcher', () => {
       expect(order).toEqual([...order].sort((a, b) => a - b));
     }
     expect(holder.received.slice(1).map(messageIdOf).sort()).toEqual(backlog.map((e) => e.message_id as string).sort());
+  }, 120_000);
+
+  it('stores a routed record consumed again only once: the backlog keeps the reference order, and nothing is sent twice', async () => {
+    const id = agentId('it.lanes.again');
+    const token = await registerAgent(id, 1);
+    registered.push(id);
+    await waitForFlow(id, 'the dispatcher to apply max_concurrency 1', (f) => f.max_concurrency === 1);
+    const { agent } = await TestAgent.connect(id, { token });
+    const holder = new Holder(agent);
+    const lane = (l: string, i: number) => router.envelope({ priority: l, payload: Buffer.from(JSON.stringify({ lane: l, i })) });
+    /** Waits until the dispatcher has consumed `env` (its first DELIVERING), so every record routed before it too. */
+    const consumed = (env: Record<string, unknown>) =>
+      status.waitFor((r) => r.value?.message_id === env.message_id && r.value?.state === 'DELIVERING', CONSUME_PATIENCE_MS);
+
+    const blocker = router.envelope();
+    await router.routeMany(id, [blocker]);
+    const held = await holder.nth(1);
+    const backlog = [
+      ...Array.from({ length: 12 }, (_, i) => lane('HIGH', i)),
+      ...Array.from({ length: 4 }, (_, i) => lane('LOW', i)),
+      ...Array.from({ length: 4 }, (_, i) => lane('NORMAL', i)),
+    ];
+    await router.routeMany(id, backlog);
+    // The same records once more — what a retried batch, a rebalance or a restart before the
+    // offsets were committed hands the dispatcher — the blocker in flight, the rest waiting; then
+    // a new one: one partition per agent, so once it is consumed the repeats are too.
+    await router.routeMany(id, [blocker, ...backlog]);
+    const tail = lane('LOW', 4);
+    await router.routeMany(id, [tail]);
+    await consumed(tail);
+    expect(await flowOf(id)).toMatchObject({ in_flight: 1, waiting: { HIGH: 12, NORMAL: 4, LOW: 5 } });
+
+    holder.ack(held);
+    for (let n = 2; n <= 22; n++) holder.ack(await holder.nth(n));
+    const model = new LaneModel(WEIGHTS);
+    const all = [...backlog, tail];
+    all.forEach((env, i) => model.push(LANES.indexOf(env.priority as (typeof LANES)[number]) as LaneIndex, i));
+    const expected = all.map(() => all[model.take()!.item]!.message_id);
+    expect(holder.received.slice(1).map(messageIdOf)).toEqual(expected);
+
+    // Consumed again after they were all answered: nothing is sent, the next new one is.
+    await router.routeMany(id, [blocker, ...backlog.slice(0, 5)]);
+    const next = router.envelope();
+    await router.routeMany(id, [next]);
+    expect(messageIdOf(await holder.nth(23))).toBe(next.message_id);
+    holder.ack(holder.received[22]!);
+    expect(holder.maxUnacked).toBe(1);
+    await waitForFlow(id, 'nothing in flight or waiting', (f) => f.in_flight === 0 && f.waiting.HIGH + f.waiting.NORMAL + f.waiting.LOW === 0);
   }, 120_000);
 });

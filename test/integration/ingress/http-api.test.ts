@@ -349,7 +349,16 @@ describe('queries', () => {
     for (const m of t.body.messages) {
       expect(m).toMatchObject({ trace_id: trace, producer: agent.agentId });
       expect(m.events[0]).toMatchObject({ state: 'PENDING', service: 'ingress' });
+      // Added fields (SPEC R-F1): per-stage durations from the timeline, and the elapsed time.
+      expect(m.stages[0]).toMatchObject({ stage: 'ingest', attempt: 0, from: 'CREATED', to: 'PENDING', service: 'ingress' });
+      expect(m.stages[0].duration_ms).toBeGreaterThanOrEqual(0);
+      expect(m.elapsed_ms).toBeGreaterThanOrEqual(0);
     }
+    // Two unrelated messages of one trace: two roots of its tree.
+    expect(t.body.tree).toHaveLength(2);
+    expect(t.body.tree).toEqual(
+      expect.arrayContaining([a.body.message_id, b.body.message_id].map((message_id: string) => ({ message_id, link: 'root', children: [] }))),
+    );
   });
 
   it('answers 404 NOT_FOUND for an unknown message or trace, and 401 without a token', async () => {

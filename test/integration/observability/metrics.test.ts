@@ -155,7 +155,7 @@ describe('metrics (SPEC R-F2)', () => {
       const live =
         total(after.registry, 'reach_registry_capability_agents', { capability: mine, status: 'ONLINE' }) +
         total(after.registry, 'reach_registry_capability_agents', { capability: mine, status: 'COOLDOWN' });
-      expect(live).toBeGreaterThanOrEqual(1);
+      expect(live, JSON.stringify(fleet.filter((x) => x.labels.capability === mine))).toBeGreaterThanOrEqual(1);
       expect(after.registry.samples.some((x) => x.name === 'reach_registry_capability_qos' && x.labels.capability === mine && x.labels.stat === 'min')).toBe(
         true,
       );

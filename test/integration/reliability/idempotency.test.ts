@@ -141,24 +141,28 @@ async function produceInOrder(envs: Array<Record<string, unknown>>): Promise<voi
 }
 
 describe('idempotency over Kafka ingress (SPEC R-D5, R-G2)', () => {
-  it('the same envelope produced twice: the handler runs once and both deliveries are answered with its result', async () => {
+  it('the same envelope produced twice: routed twice, delivered and run once (the dispatcher absorbs the repeat)', async () => {
     const capability = cap('kafka_same');
     const { runs, handler } = counting();
-    const agent = await startTestAgent({ handlers: { [capability]: handler } });
+    const agent = await startTestAgent({ handlers: { [capability]: handler }, direct: async () => 'marker' });
     const deliveries = watchDeliveries(agent);
     const env = kafkaEnvelope(capability, uniq('key'));
     const id = env.message_id as string;
     await produceInOrder([env, env]);
 
     // Ingress forwards a record of the message that already owns its key again (it cannot tell a
-    // producer's duplicate from its own replay after a crash), so the node is given it twice and
-    // its dedupe answers the second from the first run.
-    await eventually('both copies delivered to the node', () => deliveries.filter((d) => d.message_id === id).length >= 2);
+    // producer's duplicate from its own replay after a crash), and the router routes both.
+    await eventually('both copies routed', () =>
+      statuses.records.filter((r) => r.value?.message_id === id && r.value.state === 'ROUTED').length >= 2 ? true : undefined,
+    );
+    // The dispatcher stores a delivery once per (message, attempt): the repeat is not sent again.
+    // A marker routed to the same agent afterwards lands behind both copies on its partition of
+    // reach.routed.v1, so once the marker arrives both copies have been handled.
+    const marker = await client.submit({ target_agent_id: agent.agentId, payload: { marker: true } });
+    await eventually('the marker delivered', () => deliveries.some((d) => d.message_id === marker.message_id));
     const done = await reaches(id, 'DELIVERED');
     expect(done.agent_id).toBe(agent.agentId);
-    await eventually('the second copy acknowledged', () =>
-      statuses.records.filter((r) => r.value?.message_id === id && r.value.state === 'DELIVERED').length >= 2 ? true : undefined,
-    );
+    expect(deliveries.filter((d) => d.message_id === id)).toHaveLength(1);
     expect(runs).toEqual([id]);
     expect(done.result).toMatchObject({ status: 'ok', payload: { run: 1 } });
   });

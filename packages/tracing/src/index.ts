@@ -1,0 +1,2 @@
+export * from './traceparent.js';
+export * from './tracer.js';
