@@ -201,7 +201,12 @@ async function routeToCapability(
   const relaxed = f.exclusionRelaxed ? { exclusion_relaxed: true as const } : {};
   const scored = scoreCandidates(f.candidates, cfg, deps.rng);
   // Saturated agents take no new work while any other candidate has room (SPEC R-B7).
-  const pool = scored.filter((c) => c.loadRate <= cfg.saturation);
+  const unsaturated = scored.filter((c) => c.loadRate <= cfg.saturation);
+  // When every candidate is saturated, a HIGH message is not held here with the rest: it goes to
+  // an agent now and waits in that agent's HIGH lane in the dispatcher, which serves it ahead of
+  // the NORMAL/LOW backlog (SPEC R-D9). Held on reach.retry.v1 it would queue behind the flood.
+  const highThrough = unsaturated.length === 0 && envelope.priority === 'HIGH' && !hints.rejectOnSaturation;
+  const pool = highThrough ? scored : unsaturated;
   if (pool.length === 0) {
     return {
       kind: 'saturated',
@@ -286,6 +291,7 @@ async function routeToCapability(
       candidates: traceCandidates(scored, cfg.saturation),
       candidates_total: scored.length,
       chosen: chosen.agent_id,
+      ...(highThrough ? { saturation: cfg.saturation } : {}),
       ...(sticky ? { sticky } : {}),
       ...(preferred ? { preferred } : {}),
       ...rejected,

@@ -238,6 +238,16 @@ describe('routeMessage: saturation (SPEC R-B7)', () => {
     expect(d.candidates).toBe(2);
   });
 
+  it('lets a HIGH message through when every candidate is saturated: it waits in the agent lane, not behind the flood', async () => {
+    const index = indexOf(agent('a', { currentLoad: 9 }), agent('b', { currentLoad: 10 }));
+    const d = await routeMessage(envelope({ priority: 'HIGH' }), hints(), deps(index), NOW);
+    expect(d.kind === 'routed' && d.agentId).toBe('a');
+    expect(d.kind === 'routed' && d.trace.saturation).toBe(0.8);
+    // NORMAL and LOW are held as before, and a HIGH sender asking for QUEUE_REQUEST still gets 2002.
+    expect((await routeMessage(envelope({ priority: 'NORMAL' }), hints(), deps(index), NOW)).kind).toBe('saturated');
+    expect((await routeMessage(envelope({ priority: 'HIGH' }), hints({ rejectOnSaturation: true }), deps(index), NOW)).kind).toBe('saturated');
+  });
+
   it('routes to an agent exactly at the threshold, and never to a saturated one while another has room', async () => {
     const index = indexOf(agent('at', { currentLoad: 8 }));
     expect(chosen(await routeMessage(envelope(), hints(), deps(index), NOW))).toBe('at');
