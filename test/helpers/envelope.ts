@@ -1,4 +1,5 @@
 import { newMessageId } from '@reach/core';
+import type { Envelope } from '@reach/envelope';
 import { uniq } from './env.js';
 
 /**
@@ -31,4 +32,17 @@ export function testEnvelope(overrides: Record<string, unknown> = {}): Record<st
     headers: {},
     ...overrides,
   };
+}
+
+/**
+ * The same envelope typed for unit tests of pure logic: a capability message with an empty JSON
+ * payload and a W3C-shaped trace id (traceparent derivation needs 32 hex digits).
+ */
+export function envelopeOf(overrides: Partial<Envelope> = {}): Envelope {
+  return testEnvelope({
+    capability: 'parse_pdf',
+    trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
+    payload: Buffer.from('{}'),
+    ...overrides,
+  }) as unknown as Envelope;
 }

@@ -1,36 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { ReachError, newMessageId } from '@reach/core';
 import { validateEnvelope, type Envelope } from '@reach/envelope';
+import { envelopeOf } from '../../helpers/envelope.js';
 
 const NOW = Date.UTC(2025, 5, 1, 12, 0, 0);
 const LIMITS = { maxPayloadBytes: 1024 };
 
 function valid(over: Partial<Envelope> = {}): Envelope {
-  return {
-    message_id: newMessageId(NOW),
-    message_type: 'task_request',
-    capability: 'summarize',
-    topic: null,
-    target_agent_id: null,
-    producer: 'agent-p',
-    trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
-    request_id: null,
-    idempotency_key: null,
-    session_id: null,
-    correlation_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-    tags: [],
-    retryable: true,
-    timeout_ms: null,
-    created_at: NOW,
-    expire_at: null,
-    schema_version: 1,
-    content_type: 'application/json',
-    payload: Buffer.from('{}'),
-    headers: {},
-    ...over,
-  };
+  return envelopeOf({ message_id: newMessageId(NOW), capability: 'summarize', producer: 'agent-p', created_at: NOW, ...over });
 }
 
 function violation(env: Envelope, limits = LIMITS): ReachError {

@@ -6,6 +6,7 @@ import { Acceptor, type Acceptance } from '../../../services/ingress/dist/accept
 import { Authenticator } from '../../../services/ingress/dist/auth.js';
 import type { IdempotencyClaim } from '../../../services/ingress/dist/idempotency.js';
 import { FakeRegistry } from '../envelope/fake-registry.js';
+import { envelopeOf } from '../../helpers/envelope.js';
 
 const SECRET = 'unit-test-secret-0123456789';
 const now = Date.now();
@@ -46,31 +47,7 @@ beforeAll(async () => {
 });
 
 function envelope(over: Partial<Envelope> = {}): Envelope {
-  return {
-    message_id: newMessageId(now),
-    message_type: 'task_request',
-    capability: 'parse_pdf',
-    topic: null,
-    target_agent_id: null,
-    producer: 'agent.a',
-    trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
-    request_id: null,
-    idempotency_key: null,
-    session_id: null,
-    correlation_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-    tags: [],
-    retryable: true,
-    timeout_ms: null,
-    created_at: now,
-    expire_at: null,
-    schema_version: 1,
-    content_type: 'application/json',
-    payload: Buffer.from('{}'),
-    headers: {},
-    ...over,
-  };
+  return envelopeOf({ message_id: newMessageId(now), producer: 'agent.a', created_at: now, ...over });
 }
 
 function kafkaRecord(headers: Record<string, string>): InRecord {

@@ -9,6 +9,7 @@ import { Quotas, type QuotaGate, type QuotaVerdict } from '../../../services/ing
 import type { QuotaBuckets } from '../../../services/ingress/dist/quota-buckets.js';
 import type { QuotaOverrides } from '../../../services/ingress/dist/quota-overrides.js';
 import { FakeRegistry } from '../envelope/fake-registry.js';
+import { envelopeOf } from '../../helpers/envelope.js';
 
 // Where quotas sit in the one acceptance path (SPEC R-D7, R-C1): after auth and the envelope
 // rules, before the idempotency key; over quota → the same refusal as every other one (DLQ, now
@@ -73,31 +74,7 @@ beforeEach(() => {
 });
 
 function envelope(over: Partial<Envelope> = {}): Envelope {
-  return {
-    message_id: newMessageId(now),
-    message_type: 'task_request',
-    capability: 'parse_pdf',
-    topic: null,
-    target_agent_id: null,
-    producer: 'agent.q',
-    trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
-    request_id: null,
-    idempotency_key: null,
-    session_id: null,
-    correlation_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-    tags: [],
-    retryable: true,
-    timeout_ms: null,
-    created_at: now,
-    expire_at: null,
-    schema_version: 1,
-    content_type: 'application/json',
-    payload: Buffer.from('{}'),
-    headers: {},
-    ...over,
-  };
+  return envelopeOf({ message_id: newMessageId(now), producer: 'agent.q', created_at: now, ...over });
 }
 
 const kafkaVia = (): { kind: 'kafka'; record: InRecord } => ({
