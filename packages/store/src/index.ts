@@ -3,3 +3,4 @@ export * from './migrate.js';
 export * from './partitions.js';
 export * from './redis.js';
 export type { Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow } from 'pg';
+export * from './read-model.js';

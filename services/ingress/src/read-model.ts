@@ -1,32 +1,32 @@
 import { errorInfo, isKnownCode, ReachError } from '@reach/core';
-import type { Pool, QueryResultRow } from '@reach/store';
+import type { MessageColumns, Pool, QueryResultRow } from '@reach/store';
 import { elapsedMs, stagesOf, traceTree } from './trace-tree.js';
 
 /**
  * Read-only queries on the message read model the tracker writes (migration 001), and the JSON
  * shapes of the public message API (DESIGN §3): times as RFC 3339, error code with its name.
  */
-export interface MessageRow {
-  message_id: string;
-  status: string;
-  attempt: number;
-  agent_id: string | null;
-  code: number | null;
-  reason: string | null;
-  updated_at: Date;
-  created_at: Date;
-  trace_id: string;
-  producer: string;
-  message_type: string;
-  capability: string | null;
-  topic: string | null;
-  target_agent_id: string | null;
-  parent_message_id: string | null;
-  result: unknown;
-  /** Read for traces only (the links of the trace tree). */
-  correlation_id?: string | null;
-  reply_to?: string | null;
-}
+/** The read-model columns ingress answers with (the message's own fields; correlation ones for traces). */
+export type MessageRow = Pick<
+  MessageColumns,
+  | 'message_id'
+  | 'status'
+  | 'attempt'
+  | 'agent_id'
+  | 'code'
+  | 'reason'
+  | 'updated_at'
+  | 'created_at'
+  | 'trace_id'
+  | 'producer'
+  | 'message_type'
+  | 'capability'
+  | 'topic'
+  | 'target_agent_id'
+  | 'parent_message_id'
+  | 'result'
+> &
+  Partial<Pick<MessageColumns, 'correlation_id' | 'reply_to'>>;
 
 export interface EventRow {
   message_id: string;

@@ -3,7 +3,7 @@ import type { Envelope, Priority, SchemaCodec } from '@reach/envelope';
 import { TOPICS, produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import { budgetDeadlineAt, FANOUT_PARENT, type BudgetPolicy } from '@reach/routing';
 import { deadLetterRecord, receiptRecord, statusRecord, PeriodicJob } from '@reach/service-kit';
-import type { Pool } from '@reach/store';
+import type { MessageColumns, Pool } from '@reach/store';
 
 /**
  * The backstop of SPEC R-D2: no message stays non-terminal beyond its budget plus one sweep.
@@ -37,30 +37,8 @@ export interface StuckSweeperDeps {
   onDeclared?: (code: number) => void;
 }
 
-interface Row {
-  message_id: string;
-  created_at: Date;
-  status: string;
-  attempt: number;
-  message_type: string;
-  producer: string;
-  capability: string | null;
-  topic: string | null;
-  target_agent_id: string | null;
-  agent_id: string | null;
-  parent_message_id: string | null;
-  trace_id: string;
-  request_id: string | null;
-  session_id: string | null;
-  correlation_id: string | null;
-  reply_to: string | null;
-  idempotency_key: string | null;
-  priority: string;
-  expire_at: Date | null;
-  code: number | null;
-  reason: string | null;
-  updated_at: Date;
-}
+/** The read-model columns the sweep selects. */
+type Row = Omit<MessageColumns, 'result' | 'rule'>;
 
 /** The envelope of a read-model row (no payload: the read model does not keep it). */
 export function envelopeOfRow(r: Row): Envelope {

@@ -1,5 +1,6 @@
 import { messageIdTime } from '@reach/core';
 import type { StatusEvent } from '@reach/envelope';
+import type { MessageColumns } from '@reach/store';
 
 /**
  * Pure folding of a batch of status events into the rows the tracker writes: one upsert row per
@@ -27,32 +28,10 @@ export function isAhead(a: { attempt: number; state: string }, b: { attempt: num
   return a.attempt !== b.attempt ? a.attempt > b.attempt : stateRank(a.state) > stateRank(b.state);
 }
 
-export interface MessageUpsert {
-  message_id: string;
-  created_at: number;
-  updated_at: number;
-  status: string;
-  attempt: number;
-  message_type: string;
-  producer: string;
-  capability: string | null;
-  topic: string | null;
-  target_agent_id: string | null;
-  agent_id: string | null;
-  parent_message_id: string | null;
-  trace_id: string;
-  request_id: string | null;
-  session_id: string | null;
-  correlation_id: string | null;
-  reply_to: string | null;
-  idempotency_key: string | null;
-  priority: string;
-  expire_at: number | null;
-  code: number | null;
-  reason: string | null;
+/** A messages row as the tracker writes it (epoch ms; result as JSON text). */
+export interface MessageUpsert extends Omit<MessageColumns<number>, 'result'> {
   /** JSON text of the handler's result, when an event of the batch carried one. */
   result: string | null;
-  rule: string | null;
 }
 
 export interface EventInsert {
