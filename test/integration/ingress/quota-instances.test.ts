@@ -1,8 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminToken, tokenSecret, uniq, urls } from '../../helpers/env.js';
+import { uniq, urls } from '../../helpers/env.js';
+import { spawnService, waitReady, type SpawnedService } from '../../helpers/services.js';
 import { eventually } from '../../helpers/wait.js';
 import { call, parkedMessage, resetQuota, setQuota, type Json } from './quota-helpers.js';
 import { registerProducer } from './producer-agent.js';
@@ -14,44 +12,19 @@ import { registerProducer } from './producer-agent.js';
 // bucket allows. No timing is asserted beyond that bound; how long propagation took is printed.
 
 interface Instance {
-  child: ChildProcess;
+  service: SpawnedService;
   base: string;
-  output: () => string;
 }
 
 async function startIngress(): Promise<Instance> {
-  const child = spawn(process.execPath, [join('services', 'ingress', 'dist', 'main.js')], {
-    env: {
-      ...process.env,
-      REACH_TOKEN_SECRET: tokenSecret(),
-      REACH_ADMIN_TOKEN: adminToken(),
-      REACH_INSTANCE_ID: uniq('ingress-quota-it'),
-      REACH_INGRESS_PORT: '0',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  const port = new Promise<number>((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      out += d.toString();
-      const m = /"port":(\d+),"msg":"http listening"/.exec(out);
-      if (m) resolve(Number(m[1]));
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`ingress exited with ${code} before listening:\n${out}`)));
-  });
-  port.catch(() => undefined);
-  const base = `http://127.0.0.1:${await port}`;
-  await eventually(`${base} ready`, async () => (await fetch(`${base}/readyz`)).status === 200, 30_000);
-  return { child, base, output: () => out };
+  const service = spawnService('ingress');
+  const base = `http://127.0.0.1:${await service.port}`;
+  await waitReady(base);
+  return { service, base };
 }
 
 async function stop(instance: Instance | undefined): Promise<void> {
-  if (!instance || instance.child.exitCode !== null) return;
-  const exited = once(instance.child, 'exit');
-  instance.child.kill('SIGTERM');
-  await exited;
+  await instance?.service.stop();
 }
 
 async function applied(base: string, agentId: string): Promise<Json> {

@@ -1,5 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { AssignerProtocol, Partitioners, type Admin } from 'kafkajs';
@@ -7,10 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newMessageId } from '@reach/core';
 import { localStack, startTestAgent, stopTestAgents, type TestAgent } from '@reach/sdk/testing';
 import { reachCli } from '../../helpers/cli.js';
-import { adminToken, tokenSecret, uniq, urls } from '../../helpers/env.js';
+import { adminToken, uniq, urls } from '../../helpers/env.js';
 import { plainKafka } from '../../helpers/kafka.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../../helpers/otlp-receiver.js';
 import { eventually } from '../../helpers/wait.js';
+import { spawnService } from '../../helpers/services.js';
 
 // Tracing end to end (SPEC R-F1) against the real stack: extra instances of ingress, router,
 // dispatcher and retry-scheduler run with REACH_OTLP_ENDPOINT pointing at a receiver inside this
@@ -28,48 +28,24 @@ interface Extra {
   child: ChildProcess;
   output: () => string;
   port: number;
-}
-
-function portVar(service: string): string {
-  return `REACH_${service.toUpperCase().replace(/-/g, '_')}_PORT`;
+  stop: () => Promise<number | null>;
 }
 
 async function startExtra(service: Traced, otlp: string): Promise<Extra> {
   const instanceId = uniq(`${service}-traced`);
   const rules = join(process.cwd(), '.reach', 'rules.yaml');
-  const child = spawn(process.execPath, [join('services', service, 'dist/main.js')], {
-    env: {
-      ...process.env,
-      REACH_TOKEN_SECRET: tokenSecret(),
-      REACH_ADMIN_TOKEN: adminToken(),
-      REACH_INSTANCE_ID: instanceId,
-      ...(service === 'router' && existsSync(rules) ? { REACH_RULES_FILE: rules } : {}),
-      [portVar(service)]: '0',
-      REACH_OTLP_ENDPOINT: otlp,
-      // Export within a fraction of a second instead of the default 5 s.
-      OTEL_BSP_SCHEDULE_DELAY: '100',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const s = spawnService(service, {
+    REACH_INSTANCE_ID: instanceId,
+    ...(service === 'router' && existsSync(rules) ? { REACH_RULES_FILE: rules } : {}),
+    REACH_OTLP_ENDPOINT: otlp,
+    // Export within a fraction of a second instead of the default 5 s.
+    OTEL_BSP_SCHEDULE_DELAY: '100',
   });
-  let out = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      out += d.toString();
-      const m = /"port":(\d+),"msg":"http listening"/.exec(out);
-      if (m) resolve(Number(m[1]));
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${service} exited with ${code} before listening:\n${out}`)));
-  });
-  return { service, instanceId, child, output: () => out, port };
+  return { service, instanceId, child: s.child, output: s.output, port: await s.port, stop: s.stop };
 }
 
 async function stopExtra(e: Extra): Promise<void> {
-  if (e.child.exitCode !== null) return;
-  const exited = once(e.child, 'exit');
-  e.child.kill('SIGTERM');
-  await exited;
+  await e.stop();
 }
 
 /** The partition kafkajs's default (murmur2) partitioner gives `key` among `n` partitions. */
