@@ -5,6 +5,7 @@ import { startTestAgent, stopTestAgents, testClient, uniqueName } from '@reach/s
 import { adminToken, urls } from '../helpers/env.js';
 import { plainKafka, registryClient } from '../helpers/kafka.js';
 import { eventually } from '../helpers/wait.js';
+import { testEnvelope } from '../helpers/envelope.js';
 
 // The whole pipeline, end to end, against the running stack: outside clients (a plain kafkajs
 // producer, HTTP) → ingress → router → dispatcher → SDK agents on WebSockets → acks/results →
@@ -55,30 +56,10 @@ describe('end to end', () => {
     }).then((r) => r.json() as Promise<{ agent_id: string; token: string }>);
     const registry = registryClient();
     const id = newMessageId();
-    const value = await registry.encode(await registry.getLatestSchemaId('reach.ingress.v1-value'), {
-      message_id: id,
-      message_type: 'task_request',
-      capability,
-      topic: null,
-      target_agent_id: null,
-      producer: reg.agent_id,
-      trace_id: uniqueName('trace'),
-      request_id: null,
-      idempotency_key: null,
-      session_id: null,
-      correlation_id: null,
-      reply_to: null,
-      priority: 'NORMAL',
-      tags: [],
-      retryable: true,
-      timeout_ms: null,
-      created_at: Date.now(),
-      expire_at: null,
-      schema_version: 1,
-      content_type: 'application/json',
-      payload: Buffer.from(JSON.stringify({ doc: 'a.pdf' })),
-      headers: {},
-    });
+    const value = await registry.encode(
+      await registry.getLatestSchemaId('reach.ingress.v1-value'),
+      testEnvelope({ message_id: id, capability, producer: reg.agent_id, payload: Buffer.from(JSON.stringify({ doc: 'a.pdf' })) }),
+    );
     await producer.send({ topic: 'reach.ingress.v1', acks: -1, messages: [{ key: id, value, headers: { 'reach-token': reg.token } }] });
 
     const done = await terminal(id, 'DELIVERED');

@@ -8,6 +8,7 @@ import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
 import { registerProducer, type ProducerAgent } from '../ingress/producer-agent.js';
 import { eventually } from '../../helpers/wait.js';
+import { testEnvelope } from '../../helpers/envelope.js';
 
 // Issue #4 point 7 (SPEC R-D5, R-D6, R-G2): a duplicate produce, a retried HTTP submit, a
 // redelivery after a missed ack — a handler using the SDK runs at most once per idempotency key
@@ -101,30 +102,13 @@ function dropFirstAnswer(agent: TestAgent, messageId: () => string | undefined):
 }
 
 function kafkaEnvelope(capability: string, idempotencyKey: string): Record<string, unknown> {
-  return {
+  return testEnvelope({
     message_id: `msg_${ulid()}`,
-    message_type: 'task_request',
     capability,
-    topic: null,
-    target_agent_id: null,
     producer: kafkaAgent.agentId,
-    trace_id: uniq('trace'),
-    request_id: null,
     idempotency_key: idempotencyKey,
-    session_id: null,
-    correlation_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-    tags: [],
-    retryable: true,
-    timeout_ms: null,
-    created_at: Date.now(),
-    expire_at: null,
-    schema_version: 1,
-    content_type: 'application/json',
     payload: Buffer.from(JSON.stringify({ hello: 1 })),
-    headers: {},
-  };
+  });
 }
 
 /** Writes envelopes to reach.ingress.v1 in order, all to one partition, as the producing agent. */

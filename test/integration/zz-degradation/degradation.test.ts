@@ -9,6 +9,7 @@ import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { TopicTap, plainKafka, registryClient } from '../../helpers/kafka.js';
 import { registerProducer, type ProducerAgent } from '../ingress/producer-agent.js';
 import { eventually } from '../../helpers/wait.js';
+import { testEnvelope } from '../../helpers/envelope.js';
 
 // SPEC R-D12, proven by fault injection against the real local stack: PostgreSQL stopped for
 // 30 s; Redis stalled for 30 s (CLIENT PAUSE ALL: connections stay up and every command waits,
@@ -67,30 +68,13 @@ let statuses: TopicTap<StatusEvent>;
 /** A reach.v1.Envelope written to reach.ingress.v1 the way an outside agent does (DESIGN §2). */
 async function sendViaKafka(capability: string, n: number, idempotencyKey: string | null = null): Promise<string> {
   const messageId = `msg_${ulid()}`;
-  const env = {
+  const env = testEnvelope({
     message_id: messageId,
-    message_type: 'task_request',
     capability,
-    topic: null,
-    target_agent_id: null,
     producer: producerAgent.agentId,
-    trace_id: uniq('trace'),
-    request_id: null,
     idempotency_key: idempotencyKey,
-    session_id: null,
-    correlation_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-    tags: [],
-    retryable: true,
-    timeout_ms: null,
-    created_at: Date.now(),
-    expire_at: null,
-    schema_version: 1,
-    content_type: 'application/json',
     payload: Buffer.from(JSON.stringify({ n })),
-    headers: {},
-  };
+  });
   await producer.send({
     topic: 'reach.ingress.v1',
     acks: -1,

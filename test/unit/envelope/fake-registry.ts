@@ -70,12 +70,16 @@ export const SUBJECTS = {
   retry: { subject: 'reach.retry.v1-value', schema: 'reach.v1.RetryRequest' },
 } as const;
 
-/** A codec bound to every subject above, over a fresh FakeRegistry that knows each schema. */
-export async function makeCodec(options: CodecOptions = { maxPayloadBytes: 256 * 1024 }): Promise<{ codec: SchemaCodec; registry: FakeRegistry }> {
+/** A codec bound to every subject above (and `extra` ones), over a fresh FakeRegistry that knows each schema. */
+export async function makeCodec(
+  options: CodecOptions = { maxPayloadBytes: 256 * 1024 },
+  extra: ReadonlyArray<{ subject: string; schema: string }> = [],
+): Promise<{ codec: SchemaCodec; registry: FakeRegistry }> {
   const registry = new FakeRegistry();
-  for (const { subject, schema } of Object.values(SUBJECTS)) registry.register(subject, schemaDef(schema).canonical);
+  const bindings = [...Object.values(SUBJECTS), ...extra];
+  for (const { subject, schema } of bindings) registry.register(subject, schemaDef(schema).canonical);
   const codec = new SchemaCodec(registry.asClient(), options);
-  await codec.init(Object.values(SUBJECTS));
+  await codec.init(bindings);
   return { codec, registry };
 }
 

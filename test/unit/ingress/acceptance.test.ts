@@ -1,11 +1,11 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { newMessageId, ReachError, signToken, silentLogger } from '@reach/core';
-import { SchemaCodec, schemaDef, type DeadLetter, type Envelope, type StatusEvent } from '@reach/envelope';
+import type { SchemaCodec, DeadLetter, Envelope, StatusEvent } from '@reach/envelope';
 import type { InRecord, OutRecord } from '@reach/kafka';
 import { Acceptor, type Acceptance } from '../../../services/ingress/dist/acceptance.js';
 import { Authenticator } from '../../../services/ingress/dist/auth.js';
 import type { IdempotencyClaim } from '../../../services/ingress/dist/idempotency.js';
-import { FakeRegistry } from '../envelope/fake-registry.js';
+import { makeCodec } from '../envelope/fake-registry.js';
 import { envelopeOf } from '../../helpers/envelope.js';
 
 const SECRET = 'unit-test-secret-0123456789';
@@ -20,16 +20,8 @@ let nextClaim: IdempotencyClaim = { kind: 'new' };
 let acceptor: Acceptor;
 
 beforeAll(async () => {
-  const registry = new FakeRegistry();
-  const bindings = [
-    { subject: 'reach.ingress.v1-value', schema: 'reach.v1.Envelope' },
-    { subject: 'reach.pending.v1-value', schema: 'reach.v1.Envelope' },
-    { subject: 'reach.status.v1-value', schema: 'reach.v1.StatusEvent' },
-    { subject: 'reach.dlq.v1-value', schema: 'reach.v1.DeadLetter' },
-  ];
-  for (const b of bindings) registry.register(b.subject, schemaDef(b.schema).canonical);
-  codec = new SchemaCodec(registry.asClient(), { maxPayloadBytes: 256 * 1024 });
-  await codec.init(bindings);
+  // Ingress reads reach.ingress.v1 and writes reach.pending.v1 (both Envelope).
+  ({ codec } = await makeCodec(undefined, [{ subject: 'reach.pending.v1-value', schema: 'reach.v1.Envelope' }]));
   acceptor = new Acceptor({
     codec,
     auth,

@@ -1,6 +1,6 @@
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { newMessageId, signToken, silentLogger } from '@reach/core';
-import { SchemaCodec, schemaDef, type DeadLetter, type Envelope, type StatusEvent } from '@reach/envelope';
+import type { SchemaCodec, DeadLetter, Envelope, StatusEvent } from '@reach/envelope';
 import type { InRecord, OutRecord } from '@reach/kafka';
 import { Acceptor, type Acceptance } from '../../../services/ingress/dist/acceptance.js';
 import { Authenticator } from '../../../services/ingress/dist/auth.js';
@@ -8,7 +8,7 @@ import type { IdempotencyClaim } from '../../../services/ingress/dist/idempotenc
 import { Quotas, type QuotaGate, type QuotaVerdict } from '../../../services/ingress/dist/quotas.js';
 import type { QuotaBuckets } from '../../../services/ingress/dist/quota-buckets.js';
 import type { QuotaOverrides } from '../../../services/ingress/dist/quota-overrides.js';
-import { FakeRegistry } from '../envelope/fake-registry.js';
+import { makeCodec } from '../envelope/fake-registry.js';
 import { envelopeOf } from '../../helpers/envelope.js';
 
 // Where quotas sit in the one acceptance path (SPEC R-D7, R-C1): after auth and the envelope
@@ -39,15 +39,8 @@ const gate: QuotaGate = {
 };
 
 beforeAll(async () => {
-  const registry = new FakeRegistry();
-  const bindings = [
-    { subject: 'reach.pending.v1-value', schema: 'reach.v1.Envelope' },
-    { subject: 'reach.status.v1-value', schema: 'reach.v1.StatusEvent' },
-    { subject: 'reach.dlq.v1-value', schema: 'reach.v1.DeadLetter' },
-  ];
-  for (const b of bindings) registry.register(b.subject, schemaDef(b.schema).canonical);
-  codec = new SchemaCodec(registry.asClient(), { maxPayloadBytes: 256 * 1024 });
-  await codec.init(bindings);
+  // Ingress reads reach.ingress.v1 and writes reach.pending.v1 (both Envelope).
+  ({ codec } = await makeCodec(undefined, [{ subject: 'reach.pending.v1-value', schema: 'reach.v1.Envelope' }]));
   acceptor = new Acceptor({
     codec,
     auth,
