@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Kafka } from '@reach/kafka';
+import { waitForLeaders, type Kafka } from '@reach/kafka';
 import { drive, Samples } from './stats.js';
 
 export interface LoopResult {
@@ -19,7 +19,8 @@ export async function rawLoop(kafka: Kafka, opts: { rate: number; durationMs: nu
   const topic = `reach.bench.raw.${randomBytes(4).toString('hex')}`;
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic, numPartitions: opts.partitions, replicationFactor: 1 }], waitForLeaders: true });
+  await admin.createTopics({ topics: [{ topic, numPartitions: opts.partitions, replicationFactor: 1 }], waitForLeaders: false });
+  await waitForLeaders(admin, [topic]);
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   const consumer = kafka.consumer({ groupId: `${topic}.g`, maxWaitTimeInMs: 5 });
   const samples = new Samples();

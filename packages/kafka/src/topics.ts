@@ -138,11 +138,15 @@ export async function ensureTopics(admin: Admin, opts: EnsureTopicsOptions): Pro
     .map((s) => ({ topic: s.name, numPartitions: s.partitions ?? opts.partitions, replicationFactor: opts.replicationFactor, configEntries: topicConfig(s) }));
   if (missing.length > 0) {
     try {
-      await admin.createTopics({ topics: missing, waitForLeaders: true });
+      await admin.createTopics({ topics: missing, waitForLeaders: false });
     } catch (err) {
       // Another process created them between listTopics and createTopics: fine.
       if (!(err instanceof Error && /already exists/i.test(err.message + JSON.stringify((err as { errors?: unknown }).errors ?? '')))) throw err;
     }
+    await waitForLeaders(
+      admin,
+      missing.map((t) => t.topic),
+    );
     opts.logger.info({ topics: missing.map((t) => t.topic) }, 'created topics');
   }
   const present = specs.filter((s) => existing.has(s.name));
@@ -153,10 +157,47 @@ export async function ensureTopics(admin: Admin, opts: EnsureTopicsOptions): Pro
     .filter((t) => t.have < t.want);
   if (grow.length > 0) {
     await admin.createPartitions({ topicPartitions: grow.map((g) => ({ topic: g.topic, count: g.want })) });
+    await waitForLeaders(
+      admin,
+      grow.map((g) => g.topic),
+    );
     opts.logger.warn({ topics: grow }, 'added partitions (keys of existing records may now hash to other partitions)');
   }
   await admin.alterConfigs({
     validateOnly: false,
     resources: present.map((s) => ({ type: 2 /* ConfigResourceTypes.TOPIC */, name: s.name, configEntries: topicConfig(s) })),
   });
+}
+
+/**
+ * Waits until every partition of `topics` has a leader that serves it, so the first produce
+ * cannot fail. Not kafkajs's `createTopics({ waitForLeaders })` (on unless turned off): that
+ * only tolerates LEADER_NOT_AVAILABLE, while a Kafka 4 broker that has not loaded a new topic
+ * yet answers UNKNOWN_TOPIC_OR_PARTITION for a moment, and metadata names a leader before that
+ * leader accepts writes (NOT_LEADER_OR_FOLLOWER) — a plain producer's resend then duplicates
+ * the records of the request's other partitions. Both seen right after a broker start. Listing
+ * offsets goes to each partition's leader, so its success is the readiness that matters.
+ */
+export async function waitForLeaders(admin: Admin, topics: readonly string[], timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (const topic of topics) {
+    let last: unknown = null;
+    for (;;) {
+      try {
+        const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+        const partitions = meta.topics[0]?.partitions ?? [];
+        if (partitions.length > 0 && partitions.every((p) => p.leader >= 0)) {
+          const offsets = await admin.fetchTopicOffsets(topic);
+          if (offsets.length === partitions.length) break;
+        }
+        last = 'partitions without a serving leader';
+      } catch (err) {
+        // Only the broker's "not there yet" answers are worth waiting for.
+        if (!(err instanceof Error && (err as { retriable?: boolean }).retriable === true)) throw err;
+        last = err;
+      }
+      if (Date.now() > deadline) throw new Error(`topic ${topic} has no serving leaders after ${timeoutMs} ms: ${String(last)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
 }

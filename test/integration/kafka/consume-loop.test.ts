@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admin, Producer } from 'kafkajs';
 import { NonRetryableError, ReachError, silentLogger } from '@reach/core';
-import { createKafka, createProducer, runStage, type InRecord, type OutRecord, type RunningStage } from '@reach/kafka';
+import { createKafka, createProducer, runStage, waitForLeaders, type InRecord, type OutRecord, type RunningStage } from '@reach/kafka';
 import { uniq, stack } from '../../helpers/env.js';
 
 // The consume loop every stage runs (packages/kafka/src/consume.ts) against the real broker:
@@ -14,7 +14,8 @@ const topics: string[] = [];
 
 async function topic(partitions = 3): Promise<string> {
   const name = uniq('it.consume');
-  await admin.createTopics({ topics: [{ topic: name, numPartitions: partitions }], waitForLeaders: true });
+  await admin.createTopics({ topics: [{ topic: name, numPartitions: partitions }], waitForLeaders: false });
+  await waitForLeaders(admin, [name]);
   topics.push(name);
   return name;
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReachError, silentLogger } from '@reach/core';
-import { createKafka, createProducer, runDelayStage, type Kafka, type Producer, type RunningDelayStage } from '@reach/kafka';
+import { createKafka, createProducer, runDelayStage, waitForLeaders, type Kafka, type Producer, type RunningDelayStage } from '@reach/kafka';
 import { stack, uniq } from '../../helpers/env.js';
 
 // The delay-queue mechanics of packages/kafka (used by the retry-scheduler) on a private topic
@@ -20,7 +20,8 @@ beforeAll(async () => {
   kafka = createKafka({ brokers: stack.brokers, clientId: uniq('it-delay'), logger: silentLogger });
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic, numPartitions: 2, replicationFactor: 1 }], waitForLeaders: true });
+  await admin.createTopics({ topics: [{ topic, numPartitions: 2, replicationFactor: 1 }], waitForLeaders: false });
+  await waitForLeaders(admin, [topic]);
   await admin.disconnect();
   producer = await createProducer(kafka);
 });

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
 import { ulid } from 'ulid';
+import { waitForLeaders } from '@reach/kafka';
 import { startTestAgent, stopTestAgents, uniqueName } from '@reach/sdk/testing';
 import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { TopicTap, plainKafka, registryClient } from '../../helpers/kafka.js';
@@ -251,7 +252,8 @@ describe('degradation under dependency outages (SPEC R-D12)', () => {
     const admin = kafka.admin();
     await admin.connect();
     try {
-      await admin.createTopics({ topics: [{ topic, numPartitions: 1, replicationFactor: 1 }], waitForLeaders: true });
+      await admin.createTopics({ topics: [{ topic, numPartitions: 1, replicationFactor: 1 }], waitForLeaders: false });
+      await waitForLeaders(admin, [topic]);
       await producer.send({ topic, acks: -1, messages: [{ key: 'k', value: 'always fails' }] });
       const { code, signal, out } = await runCrashChild(topic, groupId, 60_000);
       expect({ code, signal }, out).toEqual({ code: 70, signal: null });
