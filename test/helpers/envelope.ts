@@ -1,5 +1,5 @@
 import { newMessageId } from '@reach/core';
-import type { Envelope } from '@reach/envelope';
+import type { Envelope, StatusEvent } from '@reach/envelope';
 import { uniq } from './env.js';
 
 /**
@@ -45,4 +45,35 @@ export function envelopeOf(overrides: Partial<Envelope> = {}): Envelope {
     payload: Buffer.from('{}'),
     ...overrides,
   }) as unknown as Envelope;
+}
+
+/**
+ * A complete reach.v1.StatusEvent as a stage emits it (copied envelope fields null, NORMAL
+ * priority). Tests give the message, state and times, and override what they care about.
+ */
+export function statusEventOf(fields: Pick<StatusEvent, 'event_id' | 'message_id' | 'state' | 'at' | 'created_at'> & Partial<StatusEvent>): StatusEvent {
+  return {
+    attempt: 0,
+    service: 'test',
+    instance: 'test-1',
+    trace_id: 'trace',
+    producer: 'test.producer',
+    message_type: 'task_request',
+    capability: 'parse_pdf',
+    topic: null,
+    target_agent_id: null,
+    agent_id: null,
+    parent_message_id: null,
+    code: null,
+    reason: null,
+    detail_json: null,
+    expire_at: null,
+    idempotency_key: null,
+    session_id: null,
+    correlation_id: null,
+    request_id: null,
+    reply_to: null,
+    priority: 'NORMAL',
+    ...fields,
+  };
 }

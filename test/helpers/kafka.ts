@@ -18,6 +18,8 @@ export function registryClient(): SchemaRegistry {
 export interface Tapped<T> {
   readonly partition: number;
   readonly offset: string;
+  /** The time the broker stamped on the record (the producer's create time). */
+  readonly timestamp: number;
   readonly key: string | null;
   readonly headers: Record<string, string>;
   readonly raw: Buffer | null;
@@ -59,6 +61,7 @@ export class TopicTap<T = unknown> {
         this.records.push({
           partition,
           offset: message.offset,
+          timestamp: Number(message.timestamp),
           key: message.key?.toString() ?? null,
           headers: flatten(message.headers),
           raw: message.value,

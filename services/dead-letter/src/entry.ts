@@ -4,8 +4,8 @@ import { envelopeToJson, type DeadLetter } from '@reach/envelope';
 /** Lifecycle of a stored dead letter (the CHECK of migration 003). */
 export type EntryStatus = 'PARKED' | 'REPLAYED' | 'PURGED' | 'DEAD';
 
-/** One `dead_letters` row to insert (times as ISO strings, JSON columns as JSON text). */
-export interface EntryInsert {
+/** The `dead_letters` columns a dead letter is stored with, typed alike for writing and reading. */
+interface EntryColumns {
   dlq_id: string;
   message_id: string | null;
   reason: string;
@@ -20,30 +20,19 @@ export interface EntryInsert {
   trace_id: string | null;
   capability: string | null;
   message_type: string | null;
-  history: string;
   envelope: Buffer | null;
+}
+
+/** One `dead_letters` row to insert (times as ISO strings, JSON columns as JSON text). */
+export interface EntryInsert extends EntryColumns {
+  history: string;
   envelope_json: string | null;
   created_at: string;
 }
 
-/** A `dead_letters` row as PostgreSQL returns it. */
-export interface EntryRow {
-  dlq_id: string;
-  message_id: string | null;
-  reason: string;
-  code: number;
-  error: string | null;
-  service: string;
-  source_topic: string | null;
-  source_partition: number | null;
-  source_offset: string | null;
-  attempts: number;
-  producer: string | null;
-  trace_id: string | null;
-  capability: string | null;
-  message_type: string | null;
+/** A `dead_letters` row as PostgreSQL returns it (JSON columns parsed, times as Dates). */
+export interface EntryRow extends EntryColumns {
   history: unknown;
-  envelope: Buffer | null;
   envelope_json: Record<string, unknown> | null;
   status: EntryStatus;
   created_at: Date;

@@ -3,9 +3,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
-import { plainKafka, registryClient } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, type Tapped } from '../../helpers/kafka.js';
 import { uniq, urls } from '../../helpers/env.js';
-import { StampedTap, type Stamped } from '../retry-scheduler/stamped-tap.js';
 import { testEnvelope } from '../../helpers/envelope.js';
 
 // Issue #4 point 2: a backoff delay survives a restart of the real retry-scheduler service.
@@ -19,13 +18,13 @@ const registry = registryClient();
 const CLI = join(process.cwd(), 'packages/cli/dist/bin.js');
 let producer: Producer;
 let retrySchemaId: number;
-let pending: StampedTap;
+let pending: TopicTap<Record<string, unknown>>;
 
 beforeAll(async () => {
   producer = kafka.producer();
   await producer.connect();
   retrySchemaId = await registry.getLatestSchemaId('reach.retry.v1-value');
-  pending = await new StampedTap(kafka, 'reach.pending.v1', registry).open();
+  pending = await new TopicTap<Record<string, unknown>>(kafka, 'reach.pending.v1', registry).open();
 }, 60_000);
 
 afterAll(async () => {
@@ -70,7 +69,8 @@ async function until(what: string, cond: () => Promise<boolean>, timeoutMs = 10_
   }
 }
 
-const republished = (id: unknown) => (r: Stamped) => r.value !== undefined && r.value.message_id === id && r.value.message_type !== 'reach.receipt';
+const republished = (id: unknown) => (r: Tapped<Record<string, unknown>>) =>
+  r.value !== undefined && r.value.message_id === id && r.value.message_type !== 'reach.receipt';
 
 describe('retry-scheduler restart (issue #4 point 2)', () => {
   it('a request parked when the service restarts is re-published exactly once, not before due and within due + 20 % + 100 ms + the restart', async () => {

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
-import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, type Tapped } from '../../helpers/kafka.js';
 import { uniq } from '../../helpers/env.js';
 import { envelope, FakeRegistry } from '../router/fake-registry.js';
-import { StampedTap, type Stamped } from './stamped-tap.js';
 
 // The retry-scheduler against the running stack: RetryRequests written to reach.retry.v1 come
 // back on reach.pending.v1 once their not_before is due — never before — with the attempt and
@@ -15,7 +14,7 @@ const kafka = plainKafka();
 const registry = registryClient();
 let producer: Producer;
 let fake: FakeRegistry;
-let pending: StampedTap;
+let pending: TopicTap<Record<string, unknown>>;
 let status: TopicTap<Rec>;
 
 beforeAll(async () => {
@@ -23,7 +22,7 @@ beforeAll(async () => {
   await producer.connect();
   fake = await new FakeRegistry(producer, registry).init();
   [pending, status] = await Promise.all([
-    new StampedTap(kafka, 'reach.pending.v1', registry).open(),
+    new TopicTap<Record<string, unknown>>(kafka, 'reach.pending.v1', registry).open(),
     new TopicTap<Rec>(kafka, 'reach.status.v1', registry).open(),
   ]);
 });
@@ -47,7 +46,7 @@ function retryRequest(env: Rec, o: { notBefore: number; attempt?: number; reason
   };
 }
 
-const republished = (messageId: unknown) => (r: Stamped) =>
+const republished = (messageId: unknown) => (r: Tapped<Record<string, unknown>>) =>
   r.value !== undefined && r.value.message_id === messageId && r.value.message_type !== 'reach.receipt';
 
 describe('retry-scheduler', () => {

@@ -5,6 +5,7 @@ import type { AgentRecord, Envelope } from '@reach/envelope';
 import { AgentIndex, rendezvousPick, routeMessage, type RouteHints } from '@reach/routing';
 import { RedisStickyStore } from '../../../services/router/src/redis-sticky.js';
 import { stack, uniq } from '../../helpers/env.js';
+import { envelopeOf } from '../../helpers/envelope.js';
 
 // SPEC R-D12 / R-B6: with Redis away, routing of a session goes on (hashed over the candidates)
 // and fails fast instead of waiting for Redis. Two real failure modes: nothing listens on the
@@ -44,30 +45,7 @@ function agentRecord(id: string, capability: string): AgentRecord {
 }
 
 function message(capability: string, session: string): Envelope {
-  return {
-    message_id: 'msg_01J0000000000000000000000A',
-    message_type: 'task_request',
-    capability,
-    topic: null,
-    target_agent_id: null,
-    producer: 'p',
-    trace_id: 't',
-    request_id: null,
-    idempotency_key: null,
-    session_id: session,
-    correlation_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-    tags: [],
-    retryable: true,
-    timeout_ms: null,
-    created_at: Date.now(),
-    expire_at: null,
-    schema_version: 1,
-    content_type: 'application/json',
-    payload: Buffer.from('{}'),
-    headers: {},
-  };
+  return envelopeOf({ capability, session_id: session });
 }
 
 let silent: Server;

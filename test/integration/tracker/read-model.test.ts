@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
 import { ulid } from 'ulid';
+import type { StatusEvent } from '@reach/envelope';
 import { createPgPool, type Pool } from '../../../packages/store/dist/index.js';
 import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
 import { stack, uniq, urls } from '../../helpers/env.js';
+import { statusEventOf } from '../../helpers/envelope.js';
 
 // The tracker folds reach.status.v1 into PostgreSQL `messages` + `message_events` (DESIGN §1,
 // SPEC R-D1). These tests play the other stages: they produce StatusEvents themselves, out of
@@ -15,42 +17,22 @@ let pg: Pool;
 let statusId: number;
 let dlq: TopicTap<Record<string, unknown>>;
 
-type State = 'PENDING' | 'ROUTED' | 'DELIVERING' | 'DELIVERED' | 'REJECTED' | 'DEAD';
+type State = StatusEvent['state'];
 
 // Like every stage, events carry their message's created_at (the envelope's): one per message.
 const createdAt = new Map<string, number>();
 
-function event(messageId: string, state: State, at: number, extra: Record<string, unknown> = {}) {
+function event(messageId: string, state: State, at: number, extra: Partial<StatusEvent> = {}): StatusEvent {
   if (!createdAt.has(messageId)) createdAt.set(messageId, at - 10);
-  return {
+  return statusEventOf({
     event_id: `evt_${ulid()}`,
     message_id: messageId,
     state,
-    attempt: 0,
     at,
-    service: 'it',
-    instance: 'it-1',
-    trace_id: 'trace-it',
-    producer: 'it.producer',
-    message_type: 'task_request',
-    capability: 'parse_pdf',
-    topic: null,
-    target_agent_id: null,
-    agent_id: null,
-    parent_message_id: null,
-    code: null,
-    reason: null,
-    detail_json: null,
     created_at: createdAt.get(messageId)!,
-    expire_at: null,
-    idempotency_key: null,
-    session_id: null,
-    correlation_id: null,
-    request_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
+    producer: 'it.producer',
     ...extra,
-  };
+  });
 }
 
 type Ev = ReturnType<typeof event>;

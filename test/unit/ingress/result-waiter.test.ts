@@ -3,27 +3,10 @@ import { silentLogger } from '@reach/core';
 import { ResultWaiter } from '../../../services/ingress/dist/result-waiter.js';
 import { RecentMessages } from '../../../services/ingress/dist/recent.js';
 import type { EventRow, MessageRow } from '../../../services/ingress/dist/read-model.js';
+import { messageRow } from './message-row.js';
 
 function row(id: string, over: Partial<MessageRow> = {}): MessageRow {
-  return {
-    message_id: id,
-    status: 'PENDING',
-    attempt: 0,
-    agent_id: null,
-    code: null,
-    reason: null,
-    updated_at: new Date(0),
-    created_at: new Date(0),
-    trace_id: 't',
-    producer: 'p',
-    message_type: 'task_request',
-    capability: 'c',
-    topic: null,
-    target_agent_id: null,
-    parent_message_id: null,
-    result: null,
-    ...over,
-  };
+  return messageRow({ message_id: id, ...over });
 }
 
 const FAST = { firstMs: 1, factor: 2, maxMs: 8 };

@@ -2,29 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ReachError } from '@reach/core';
 import { effectiveWaitMs, isSettled, nextPollDelay, parseWaitMs } from '../../../services/ingress/dist/wait-policy.js';
 import { waitReply } from '../../../services/ingress/dist/http-api.js';
-import type { MessageRow } from '../../../services/ingress/dist/read-model.js';
-
-function row(over: Partial<MessageRow>): MessageRow {
-  return {
-    message_id: 'msg_X',
-    status: 'PENDING',
-    attempt: 0,
-    agent_id: null,
-    code: null,
-    reason: null,
-    updated_at: new Date(0),
-    created_at: new Date(0),
-    trace_id: 't',
-    producer: 'p',
-    message_type: 'task_request',
-    capability: 'c',
-    topic: null,
-    target_agent_id: null,
-    parent_message_id: null,
-    result: null,
-    ...over,
-  };
-}
+import { messageRow as row } from './message-row.js';
 
 describe('wait policy', () => {
   it('parses wait_ms as a non-negative integer', () => {

@@ -3,40 +3,13 @@ import { newMessageId, messageIdTime } from '@reach/core';
 import type { StatusEvent } from '@reach/envelope';
 import { foldBatch, idsWithoutCreatedAt, isAhead, parseDetail, stateRank, unusable } from '../../../services/tracker/dist/fold.js';
 import { isDataError, WRITE_SQL } from '../../../services/tracker/dist/writer.js';
+import { statusEventOf } from '../../helpers/envelope.js';
 
 const T = Date.UTC(2026, 5, 1, 12);
 let seq = 0;
 
 function ev(messageId: string, state: StatusEvent['state'], at: number, over: Partial<StatusEvent> = {}): StatusEvent {
-  return {
-    event_id: `evt_${++seq}`,
-    message_id: messageId,
-    state,
-    attempt: 0,
-    at,
-    service: 'unit',
-    instance: 'u1',
-    trace_id: 'trace',
-    producer: 'agent.p',
-    message_type: 'task_request',
-    capability: 'parse_pdf',
-    topic: null,
-    target_agent_id: null,
-    agent_id: null,
-    parent_message_id: null,
-    code: null,
-    reason: null,
-    detail_json: null,
-    created_at: T - 5,
-    expire_at: null,
-    idempotency_key: null,
-    session_id: null,
-    correlation_id: null,
-    request_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-    ...over,
-  };
+  return statusEventOf({ event_id: `evt_${++seq}`, message_id: messageId, state, at, created_at: T - 5, producer: 'agent.p', ...over });
 }
 
 describe('state order', () => {
