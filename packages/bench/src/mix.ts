@@ -10,8 +10,10 @@ import { benchEnvelope, connectAgent, deregister, heartbeats, raiseQuota, regist
  * with a small max_concurrency and a handler that takes `handlerMs` per message, so their
  * capacity is N × concurrency / handlerMs. First a steady trickle of HIGH alone (idle latency);
  * then the same trickle while a flood of NORMAL + LOW above that capacity builds a backlog in
- * the dispatcher's waiting lanes; then the backlog drains. Latency is send → agent receive,
- * measured at the agent; one run, so the idle and mixed figures are read side by side.
+ * the dispatcher's waiting lanes (phase "mixed": the flood also loads ingress and router); then
+ * the flood stops and the trickle goes on while the backlog drains (phase "drain": SPEC's
+ * wording). Latency is send → agent receive, measured at the agent; one run, so the figures
+ * are read side by side.
  */
 export interface MixOptions extends StackEndpoints {
   kafka: Kafka;
@@ -30,10 +32,11 @@ export interface MixOptions extends StackEndpoints {
 }
 
 export type Priority = 'HIGH' | 'NORMAL' | 'LOW';
-type Phase = 'warm' | 'idle' | 'mixed';
+type Phase = 'warm' | 'idle' | 'mixed' | 'drain';
+type Reported = Exclude<Phase, 'warm'>;
 
 export interface MixRow {
-  phase: 'idle' | 'mixed';
+  phase: Reported;
   priority: Priority;
   targetRate: number;
   sent: number;
@@ -151,7 +154,7 @@ export async function mixLoop(o: MixOptions): Promise<MixResult> {
     peakWaiting = Math.max(peakWaiting ?? 0, total);
   };
 
-  const phaseStart: Record<'idle' | 'mixed', number> = { idle: 0, mixed: 0 };
+  const phaseStart: Record<Reported, number> = { idle: 0, mixed: 0, drain: 0 };
   try {
     await drive(o.highRate, 1000, high('warm')); // routes and connections warm, not reported
     phaseStart.idle = Date.now();
@@ -161,6 +164,9 @@ export async function mixLoop(o: MixOptions): Promise<MixResult> {
     try {
       await Promise.all([drive(o.highRate, o.durationS * 1000, high('mixed')), drive(o.floodRate, o.durationS * 1000, flood)]);
       const deadline = Date.now() + o.drainS * 1000;
+      phaseStart.drain = Date.now();
+      const drained = () => (['NORMAL', 'LOW'] as const).every((p) => stream('mixed', p).received >= stream('mixed', p).sent);
+      await drive(o.highRate, deadline - Date.now(), high('drain'), drained);
       const pending = () => [...streams.entries()].filter(([k]) => !k.startsWith('warm')).some(([, s]) => s.received < s.sent);
       while (pending() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     } finally {
@@ -180,6 +186,7 @@ export async function mixLoop(o: MixOptions): Promise<MixResult> {
     [
       ['idle', 'HIGH', o.highRate],
       ['mixed', 'HIGH', o.highRate],
+      ['drain', 'HIGH', o.highRate],
       ['mixed', 'NORMAL', o.floodRate / 2],
       ['mixed', 'LOW', o.floodRate / 2],
     ] as const

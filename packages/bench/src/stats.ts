@@ -19,13 +19,13 @@ export class Samples {
 
 /**
  * Calls `send(n)` so that `rate` messages per second go out for `durationMs`, in ticks of 10 ms
- * (rate 0 = as fast as `send` completes). Returns how many were sent.
+ * (rate 0 = as fast as `send` completes), or until `done()` says so. Returns how many were sent.
  */
-export async function drive(rate: number, durationMs: number, send: (n: number) => Promise<void>): Promise<number> {
+export async function drive(rate: number, durationMs: number, send: (n: number) => Promise<void>, done: () => boolean = () => false): Promise<number> {
   const started = performance.now();
   let sent = 0;
   const inFlight = new Set<Promise<void>>();
-  while (performance.now() - started < durationMs) {
+  while (performance.now() - started < durationMs && !done()) {
     if (rate <= 0) {
       await send(500);
       sent += 500;
