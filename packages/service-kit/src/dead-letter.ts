@@ -86,6 +86,13 @@ export function deadLetterRecord(codec: SchemaCodec, input: DeadLetterInput, now
     topic: TOPICS.dlq.name,
     key: value.message_id ?? value.dlq_id,
     value: codec.encode(DLQ_SUBJECT, value),
-    headers: { 'reach-code': String(value.code), 'reach-reason': value.reason, ...(value.trace_id ? { 'reach-trace-id': value.trace_id } : {}) },
+    headers: {
+      'reach-code': String(value.code),
+      'reach-reason': value.reason,
+      ...(value.trace_id ? { 'reach-trace-id': value.trace_id } : {}),
+      // The failed record's context: a stage's outputs are re-pointed to its span, so the
+      // dead-letter service's span becomes a child of the span that gave up.
+      ...(input.record?.headers.traceparent ? { traceparent: input.record.headers.traceparent } : {}),
+    },
   };
 }

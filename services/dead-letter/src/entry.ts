@@ -21,6 +21,8 @@ interface EntryColumns {
   capability: string | null;
   message_type: string | null;
   envelope: Buffer | null;
+  /** The `dead_letter` span's traceparent (else the failed record's): where a replay's trace continues. */
+  traceparent: string | null;
 }
 
 /** One `dead_letters` row to insert (times as ISO strings, JSON columns as JSON text). */
@@ -59,7 +61,7 @@ export function historyOf(historyJson: string | null): unknown[] {
  * reach.ingress.v1 (what a replay sends); an entry without an envelope keeps the raw bytes
  * that failed to decode and is not replayable.
  */
-export function entryFromDeadLetter(dl: DeadLetter, envelopeBytes: Buffer | null): EntryInsert {
+export function entryFromDeadLetter(dl: DeadLetter, envelopeBytes: Buffer | null, traceparent: string | null = null): EntryInsert {
   const env = dl.envelope;
   const known = dl.source_partition >= 0 && dl.source_offset >= 0;
   return {
@@ -82,6 +84,7 @@ export function entryFromDeadLetter(dl: DeadLetter, envelopeBytes: Buffer | null
     envelope: env ? envelopeBytes : (dl.raw_value ?? null),
     envelope_json: env ? JSON.stringify(envelopeToJson(env)) : null,
     created_at: new Date(dl.at).toISOString(),
+    traceparent,
   };
 }
 
@@ -115,6 +118,7 @@ export function entryFromUndecodable(
     envelope: rec.value,
     envelope_json: null,
     created_at: new Date(Number.isFinite(ts) && ts > 0 ? ts : Date.now()).toISOString(),
+    traceparent: null,
   };
 }
 

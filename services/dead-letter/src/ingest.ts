@@ -4,6 +4,7 @@ import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafk
 import { entryFromDeadLetter, entryFromUndecodable, type EntryInsert } from './entry.js';
 import type { DeadLetterMetrics } from './metrics.js';
 import type { DeadLetterStore } from './store.js';
+import { NOOP_TRACER, type StageSpan, type Tracer } from '@reach/tracing';
 
 const DLQ_SUBJECT = valueSubject(TOPICS.dlq.name);
 const INGRESS_SUBJECT = valueSubject(TOPICS.ingress.name);
@@ -21,12 +22,15 @@ export class DeadLetterIngest {
     private readonly metrics: DeadLetterMetrics,
     private readonly log: Logger,
     private readonly service: string,
+    private readonly tracer: Tracer = NOOP_TRACER,
   ) {}
 
   async handle(records: readonly InRecord[]): Promise<readonly OutRecord[]> {
     const rows: EntryInsert[] = [];
-    for (const record of records) rows.push(await this.row(record));
+    const spans: StageSpan[] = [];
+    for (const record of records) rows.push(await this.row(record, spans));
     const inserted = await this.store.insert(rows);
+    for (const span of spans) span.end();
     this.metrics.storedRows(inserted);
     for (const r of rows) {
       this.log.info(
@@ -37,7 +41,7 @@ export class DeadLetterIngest {
     return [];
   }
 
-  private async row(record: InRecord): Promise<EntryInsert> {
+  private async row(record: InRecord, spans: StageSpan[]): Promise<EntryInsert> {
     let dl: DeadLetter;
     try {
       dl = await this.codec.decode<DeadLetter>(DLQ_SUBJECT, record.value);
@@ -47,7 +51,33 @@ export class DeadLetterIngest {
       this.log.warn({ code: error.code, err: error.message, partition: record.partition, offset: record.offset }, 'undecodable dead-letter record stored raw');
       return entryFromUndecodable(record, newId('dlq'), error, this.service);
     }
-    return entryFromDeadLetter(dl, dl.envelope ? this.framed(dl.envelope) : null);
+    return entryFromDeadLetter(dl, dl.envelope ? this.framed(dl.envelope) : null, this.traced(dl, record, spans));
+  }
+
+  /**
+   * The `dead_letter` span (SPEC R-F1): from the moment the stage gave up to the entry stored,
+   * a child of that stage's span (the DLQ record's traceparent; older producers only left the
+   * failed record's, in raw_headers). Returns the context a replay continues from.
+   */
+  private traced(dl: DeadLetter, record: InRecord, spans: StageSpan[]): string | null {
+    const parent = record.headers.traceparent ?? dl.raw_headers.traceparent;
+    if (!this.tracer.enabled) return parent ?? null;
+    const span = this.tracer.startSpan('dead_letter', {
+      parent,
+      traceId: dl.trace_id ?? undefined,
+      kind: 'consumer',
+      startTime: dl.at,
+      attributes: {
+        'reach.dlq_id': dl.dlq_id,
+        'reach.message_id': dl.message_id,
+        'reach.dlq.reason': dl.reason,
+        'reach.dlq.from': dl.service,
+        'reach.attempt': dl.attempts,
+      },
+    });
+    span.fail({ code: dl.code, message: dl.error ?? dl.reason });
+    spans.push(span);
+    return span.traceparent ?? parent ?? null;
   }
 
   /** The envelope framed for reach.ingress.v1: exactly what a replay produces. */

@@ -24,10 +24,10 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   if (!config.adminToken) ctx.log.warn('REACH_ADMIN_TOKEN is not set: the admin API refuses every request and nothing can be replayed');
   const metrics = new DeadLetterMetrics(ctx.metrics);
   const store = new DeadLetterStore(ctx.pg);
-  const replayer = new Replayer(store, ctx.producer, config.adminToken, metrics, ctx.log);
+  const replayer = new Replayer(store, ctx.producer, config.adminToken, metrics, ctx.log, ctx.tracer);
   registerAdminApi({ http: ctx.http, store, replayer, metrics, adminToken: config.adminToken, tokenSecret: config.tokenSecret, log: ctx.log });
 
-  const ingest = new DeadLetterIngest(ctx.codec, store, metrics, ctx.log, ctx.service);
+  const ingest = new DeadLetterIngest(ctx.codec, store, metrics, ctx.log, ctx.service, ctx.tracer);
   await ctx.batchStage({ topics: [TOPICS.dlq.name], maxBatch: 500, handleBatch: (records) => ingest.handle(records) });
 
   const redriver = new Redriver(store, replayer, metrics, ctx.log);

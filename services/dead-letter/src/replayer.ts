@@ -4,10 +4,12 @@ import { replayProblem, type EntryRow } from './entry.js';
 import type { DeadLetterMetrics } from './metrics.js';
 import type { DeadLetterStore } from './store.js';
 import type { BulkReplayRequest } from './filters.js';
+import { NOOP_TRACER, type Tracer } from '@reach/tracing';
 
 /** Kafka headers of a replayed record on reach.ingress.v1 (DESIGN §2, docs/pipeline.md). */
 export const TOKEN_HEADER = 'reach-token';
 export const ATTEMPT_HEADER = 'reach-attempt';
+export const TRACEPARENT_HEADER = 'traceparent';
 
 /** Why a replay happened: an admin asked, or an agent for a parked message appeared (R-B10). */
 export type ReplayCause = 'manual' | 'bulk' | 'redrive';
@@ -34,9 +36,15 @@ export interface ReplayResult {
 /**
  * The record that sends a stored envelope back through ingress and routing: the original
  * framed bytes (same message_id, trace_id, idempotency_key), the admin token (ingress accepts
- * it for any producer) and the attempt it starts, so the read model shows a new attempt.
+ * it for any producer), the attempt it starts, so the read model shows a new attempt, and the
+ * trace context the replay continues (ingress's span becomes its child).
  */
-export function replayRecord(row: Pick<EntryRow, 'envelope' | 'envelope_json' | 'message_id'>, adminToken: string, attempt: number): OutRecord {
+export function replayRecord(
+  row: Pick<EntryRow, 'envelope' | 'envelope_json' | 'message_id'>,
+  adminToken: string,
+  attempt: number,
+  traceparent?: string | null,
+): OutRecord {
   const env = row.envelope_json ?? {};
   const sessionId = typeof env.session_id === 'string' ? env.session_id : null;
   const messageId = typeof env.message_id === 'string' ? env.message_id : row.message_id;
@@ -44,7 +52,7 @@ export function replayRecord(row: Pick<EntryRow, 'envelope' | 'envelope_json' | 
     topic: TOPICS.ingress.name,
     key: sessionId ?? messageId,
     value: row.envelope,
-    headers: { [TOKEN_HEADER]: adminToken, [ATTEMPT_HEADER]: String(attempt) },
+    headers: { [TOKEN_HEADER]: adminToken, [ATTEMPT_HEADER]: String(attempt), ...(traceparent ? { [TRACEPARENT_HEADER]: traceparent } : {}) },
   };
 }
 
@@ -63,6 +71,7 @@ export class Replayer {
     private readonly adminToken: string | undefined,
     private readonly metrics: DeadLetterMetrics,
     private readonly log: Logger,
+    private readonly tracer: Tracer = NOOP_TRACER,
   ) {}
 
   /**
@@ -82,11 +91,22 @@ export class Replayer {
     const attempt = nextAttempt(before.attempts, readModel);
     const claimed = await this.store.claimForReplay(id, from, { event: 'REPLAYED', at: new Date().toISOString(), attempt, cause });
     if (!claimed) throw new ReplayRefused(409, `dead letter ${id} is ${before.status} and cannot be replayed now (another replay may have taken it)`);
+    // The replay continues the trace the entry was stored under (migration 008).
+    const span = this.tracer.startSpan('dead_letter_replay', {
+      parent: claimed.traceparent ?? undefined,
+      traceId: claimed.trace_id ?? undefined,
+      kind: 'producer',
+      attributes: { 'reach.dlq_id': id, 'reach.message_id': claimed.message_id, 'reach.attempt': attempt, 'reach.replay.cause': cause },
+    });
     try {
-      await produceAll(this.producer, [replayRecord(claimed, this.adminToken, attempt)]);
+      await produceAll(this.producer, [replayRecord(claimed, this.adminToken, attempt, span.traceparent ?? claimed.traceparent)]);
     } catch (err) {
+      const error = new ReachError('DEPENDENCY_UNAVAILABLE', `Kafka refused the replay: ${(err as Error).message}`, { cause: err });
+      span.fail(error);
       await this.store.unclaim(before).catch((e: unknown) => this.log.error({ err: e, dlq_id: id }, 'could not give back a claimed entry'));
-      throw new ReachError('DEPENDENCY_UNAVAILABLE', `Kafka refused the replay: ${(err as Error).message}`, { cause: err });
+      throw error;
+    } finally {
+      span.end();
     }
     this.metrics.replayed(cause, claimed.reason);
     this.log.info({ dlq_id: id, message_id: claimed.message_id, trace_id: claimed.trace_id, attempt, cause, reason: claimed.reason }, 'dead letter replayed');

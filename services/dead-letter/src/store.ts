@@ -23,6 +23,7 @@ const COLUMNS: readonly Column[] = [
   ['envelope', 'bytea'],
   ['envelope_json', 'jsonb'],
   ['created_at', 'timestamptz'],
+  ['traceparent', 'text'],
 ];
 
 /**

@@ -13,13 +13,13 @@ import { eventually } from '../../helpers/wait.js';
 import { spawnService } from '../../helpers/services.js';
 
 // Tracing end to end (SPEC R-F1) against the real stack: extra instances of ingress, router,
-// dispatcher and retry-scheduler run with REACH_OTLP_ENDPOINT pointing at a receiver inside this
+// dispatcher, retry-scheduler and dead-letter run with REACH_OTLP_ENDPOINT pointing at a receiver inside this
 // test (the stack's own services run with tracing off, the default). They join the stack's
 // consumer groups, so the test picks message ids and an agent id whose partitions these
 // instances own, and connects its agent to the extra dispatcher: each message then crosses only
 // traced instances, and the exported spans must form one tree across services.
 
-const TRACED = ['ingress', 'router', 'dispatcher', 'retry-scheduler'] as const;
+const TRACED = ['ingress', 'router', 'dispatcher', 'retry-scheduler', 'dead-letter'] as const;
 type Traced = (typeof TRACED)[number];
 
 interface Extra {
@@ -87,7 +87,7 @@ describe('tracing across services (OTLP export on extra instances)', () => {
   let retryOnce: string;
   let firstMessageId: string;
   let followUpId: string | undefined;
-  let owned: Record<'pending' | 'routed' | 'retry', { owned: number[]; partitions: number }>;
+  let owned: Record<'ingress' | 'pending' | 'routed' | 'retry' | 'dlq', { owned: number[]; partitions: number }>;
 
   beforeAll(async () => {
     receiver = await startOtlpReceiver();
@@ -118,9 +118,11 @@ describe('tracing across services (OTLP export on extra instances)', () => {
       return { owned: parts, partitions: await partitionsOf(topic) };
     };
     owned = {
+      ingress: await assigned('ingress', 'reach.ingress.v1'),
       pending: await assigned('router', 'reach.pending.v1'),
       routed: await assigned('dispatcher', 'reach.routed.v1'),
       retry: await assigned('retry-scheduler', 'reach.retry.v1'),
+      dlq: await assigned('dead-letter', 'reach.dlq.v1'),
     };
 
     // An agent whose deliveries the traced dispatcher consumes (reach.routed.v1 is keyed by
@@ -249,6 +251,70 @@ describe('tracing across services (OTLP export on extra instances)', () => {
     const stages = trace.messages[0]!.stages.map((s) => `${s.stage}#${s.attempt}`);
     expect(stages).toEqual(expect.arrayContaining(['ingest#0', 'route#0', 'dispatch#0', 'agent#0', 'retry_wait#1', 'route#1', 'dispatch#1', 'agent#1']));
     for (const s of trace.messages[0]!.stages) expect(s.duration_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('traces a dead letter and its replay: dead_letter under the route that gave up, the replay continuing that trace', async () => {
+    const traceId = hex(32);
+    const nobody = uniq('trace_nobody').replace(/-/g, '_');
+    // Keyed by message id on reach.pending.v1 (route), reach.dlq.v1 (store) and, for the replay,
+    // reach.ingress.v1: all consumed by traced instances. No agent offers `nobody`, and the
+    // expire_at makes the router park the message with the dead-letter service.
+    const messageId = keyOwned(() => newMessageId(), [owned.pending, owned.dlq, owned.ingress]);
+    await submit({
+      message_id: messageId,
+      trace_id: traceId,
+      capability: nobody,
+      payload: { step: 'dlq' },
+      expire_at: new Date(Date.now() + 120_000).toISOString(),
+    });
+
+    const [route, stored] = await eventually(
+      'route and dead_letter spans',
+      () => {
+        const found = [spansOf(traceId, 'route')[0], spansOf(traceId, 'dead_letter')[0]];
+        return found.every(Boolean) ? (found as ReceivedSpan[]) : undefined;
+      },
+      30_000,
+    );
+    expect(route).toMatchObject({ service: 'reach-router', status: { code: 2 } });
+    expect(route!.attributes).toMatchObject({ 'reach.message_id': messageId, 'reach.route.outcome': 'no_route' });
+    expect(stored).toMatchObject({
+      service: 'reach-dead-letter',
+      parentSpanId: route!.spanId,
+      instance: extras.get('dead-letter')!.instanceId,
+      status: { code: 2 },
+    });
+    expect(stored!.attributes).toMatchObject({
+      'reach.message_id': messageId,
+      'reach.dlq.reason': 'NO_ROUTE',
+      'reach.dlq.from': 'router',
+      'reach.error.code': 2001,
+    });
+    const dlqId = String(stored!.attributes['reach.dlq_id']);
+
+    // An admin replays it through the traced dead-letter instance: the replay span continues
+    // the stored context, and ingress's span for the replayed record is its child.
+    const res = await fetch(`http://127.0.0.1:${extras.get('dead-letter')!.port}/v1/dlq/${dlqId}/replay`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${adminToken()}` },
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const [replay, ingest, route1] = await eventually(
+      'the replay, its ingest and its route spans',
+      () => {
+        const replaySpan = spansOf(traceId, 'dead_letter_replay')[0];
+        const ingestSpan = replaySpan && spansOf(traceId, 'ingest').find((x) => x.parentSpanId === replaySpan.spanId);
+        const routeSpan = ingestSpan && spansOf(traceId, 'route').find((x) => x.parentSpanId === ingestSpan.spanId);
+        return routeSpan ? [replaySpan, ingestSpan, routeSpan] : undefined;
+      },
+      30_000,
+    );
+    expect(replay).toMatchObject({ service: 'reach-dead-letter', parentSpanId: stored!.spanId, status: { code: 0 } });
+    expect(replay!.attributes).toMatchObject({ 'reach.dlq_id': dlqId, 'reach.message_id': messageId, 'reach.attempt': 1, 'reach.replay.cause': 'manual' });
+    expect(ingest).toMatchObject({ service: 'reach-ingress' });
+    expect(ingest!.attributes).toMatchObject({ 'reach.message_id': messageId, 'reach.via': 'kafka' });
+    expect(route1!.attributes).toMatchObject({ 'reach.message_id': messageId, 'reach.attempt': 1 });
+    expect(receiver.rejected).toEqual([]);
   });
 
   it('GET /v1/traces and `reach trace` show the tree: the follow-up under the message whose handler sent it', async () => {

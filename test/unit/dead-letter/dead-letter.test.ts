@@ -94,6 +94,7 @@ function row(over: Partial<EntryRow> = {}): EntryRow {
     updated_at: new Date(T),
     replayed_at: null,
     replay_count: 0,
+    traceparent: null,
     ...over,
   };
 }
@@ -225,6 +226,14 @@ describe('replay', () => {
     expect(r).toMatchObject({ topic: 'reach.ingress.v1', key: 'msg_1', headers: { 'reach-token': ADMIN, 'reach-attempt': '3' } });
     expect(r.value).toEqual(row().envelope);
     expect(replayRecord(row({ envelope_json: { message_id: 'msg_1', session_id: 's-1' } }), ADMIN, 1).key).toBe('s-1');
+    // No stored trace context: no traceparent header (ingress starts a root span of the trace id).
+    expect(r.headers).not.toHaveProperty('traceparent');
+  });
+
+  it('the replay record continues the trace context it is given (the replay span, or the stored one)', () => {
+    const tp = `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`;
+    expect(replayRecord(row(), ADMIN, 2, tp).headers).toEqual({ 'reach-token': ADMIN, 'reach-attempt': '2', traceparent: tp });
+    expect(replayRecord(row(), ADMIN, 2, null).headers).toEqual({ 'reach-token': ADMIN, 'reach-attempt': '2' });
   });
 });
 
