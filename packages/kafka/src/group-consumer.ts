@@ -8,6 +8,17 @@ import type { Logger } from '@reach/core';
 export const DEFAULT_PARTITION_CONCURRENCY = 8;
 
 /**
+ * How long a rebalance waits for the group's members to rejoin. kafkajs restarts a consumer
+ * that crashed (e.g. "no broker available" while the broker restarts) under a NEW member id, so
+ * the coordinator, which reloaded the old member with the group, waits for it to rejoin until
+ * this timeout (or its session timeout) removes it — and the stage consumes nothing meanwhile.
+ * kafkajs's default (60 s, capped by the 30 s session) stalled the dispatcher for 30 s after a
+ * broker restart (seen in CI: messages sent right after died of their 30 s budget). Members
+ * heartbeat between chunks of a batch, so a live member rejoins well within 10 s.
+ */
+export const REBALANCE_TIMEOUT_MS = 10_000;
+
+/**
  * What every consume loop of Agent-Reach shares: the consumer-group settings, the crash policy
  * (a consumer kafkajs will not restart makes the process exit for a supervised restart instead
  * of living on with a dead consumer), and offset commits.
@@ -27,6 +38,7 @@ export function createStageConsumer(
     groupId,
     allowAutoTopicCreation: false,
     sessionTimeout: 30_000,
+    rebalanceTimeout: REBALANCE_TIMEOUT_MS,
     heartbeatInterval: 3_000,
     maxWaitTimeInMs,
     retry: { retries: 10, initialRetryTime: 300, maxRetryTime: 10_000, ...retry },

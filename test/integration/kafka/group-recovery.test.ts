@@ -1,0 +1,89 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Admin } from 'kafkajs';
+import { silentLogger } from '@reach/core';
+import { createKafka, createStageConsumer, REBALANCE_TIMEOUT_MS, waitForLeaders } from '@reach/kafka';
+import { stack, uniq } from '../../helpers/env.js';
+
+// A member that vanishes without leaving its group (a killed process, or a kafkajs consumer
+// that crashed while the broker restarted and came back under a new member id) must not hold
+// the stage for the whole session timeout: a new member's join completes once the rebalance
+// timeout removes the silent one. Seen in CI before REBALANCE_TIMEOUT_MS: the dispatcher
+// consumed nothing for 30 s after a broker restart, and messages died of their budget.
+const kafka = createKafka({ brokers: stack.brokers, clientId: uniq('group-recovery'), logger: silentLogger });
+let admin: Admin;
+const topic = uniq('it.group-recovery');
+const groupId = uniq('it.group-recovery.g');
+
+/** A member of `groupId` in its own process, with the stage settings; resolves once it has joined. */
+async function memberInAnotherProcess(): Promise<ReturnType<typeof spawn>> {
+  const kafkaDist = join(process.cwd(), 'packages', 'kafka', 'dist', 'index.js');
+  const script = `
+    import { createKafka, createStageConsumer } from ${JSON.stringify(kafkaDist)};
+    const log = { info() {}, warn() {}, error() {}, fatal() {}, debug() {}, trace() {}, child() { return log; } };
+    const kafka = createKafka({ brokers: ${JSON.stringify(stack.brokers)}, clientId: 'vanishing-member', logger: log });
+    const consumer = createStageConsumer(kafka, ${JSON.stringify(groupId)}, log, () => process.exit(70));
+    consumer.on(consumer.events.GROUP_JOIN, () => console.log('joined'));
+    await consumer.connect();
+    await consumer.subscribe({ topic: ${JSON.stringify(topic)}, fromBeginning: true });
+    await consumer.run({ autoCommit: false, eachBatch: async () => {} });
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  await new Promise<void>((resolve, reject) => {
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('joined')) resolve();
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`the member exited with ${code} before joining:\n${out}`)));
+    setTimeout(() => reject(new Error(`the member did not join within 60 s:\n${out}`)), 60_000).unref();
+  });
+  return child;
+}
+
+beforeAll(async () => {
+  admin = kafka.admin();
+  await admin.connect();
+  await admin.createTopics({ topics: [{ topic, numPartitions: 2 }], waitForLeaders: false });
+  await waitForLeaders(admin, [topic]);
+});
+
+afterAll(async () => {
+  await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+  await admin.deleteGroups([groupId]).catch(() => undefined);
+  await admin.disconnect();
+});
+
+describe('consumer group recovery', () => {
+  it('a member killed without leaving holds a new member back for the rebalance timeout, not the 30 s session timeout', async () => {
+    const vanished = await memberInAnotherProcess();
+    const exited = once(vanished, 'exit');
+    vanished.kill('SIGKILL'); // no LeaveGroup: the coordinator still counts it as a member
+    await exited;
+
+    const consumer = createStageConsumer(kafka, groupId, silentLogger, () => undefined);
+    const started = Date.now();
+    const joined = new Promise<{ ms: number; partitions: number }>((resolve) =>
+      consumer.on(consumer.events.GROUP_JOIN, (e) => {
+        const assigned = (e.payload.memberAssignment as Record<string, number[]>)[topic] ?? [];
+        resolve({ ms: Date.now() - started, partitions: assigned.length });
+      }),
+    );
+    try {
+      await consumer.connect();
+      await consumer.subscribe({ topic, fromBeginning: true });
+      await consumer.run({ autoCommit: false, eachBatch: async () => {} });
+      const { ms, partitions } = await joined;
+      // Both partitions: the silent member was removed, not given half of the topic.
+      expect(partitions).toBe(2);
+      // The session timeout is 30 s: well before it, the rebalance timeout (plus a join) let it in.
+      expect(ms, `joined after ${ms} ms`).toBeLessThan(REBALANCE_TIMEOUT_MS + 15_000);
+    } finally {
+      await consumer.disconnect();
+    }
+  }, 90_000);
+});
