@@ -4,7 +4,7 @@ import { silentLogger } from '@reach/core';
 import { createKafka } from '@reach/kafka';
 import { rawLoop, type LoopResult } from './raw.js';
 import { pipelineLoop } from './pipeline.js';
-import { mixLoop, type MixResult } from './mix.js';
+import { mixLoop, type MixResult, type MixSettings } from './mix.js';
 import { fmt } from './stats.js';
 
 export interface BenchOptions {
@@ -24,17 +24,8 @@ export interface BenchOptions {
   adminToken: string;
 }
 
-/** `--mix`: the priority-lane benchmark's own settings. */
-export interface MixSettings {
-  agents: number;
-  concurrency: number;
-  handlerMs: number;
-  highRate: number;
-  floodRate: number;
-  idleS: number;
-  durationS: number;
-  drainS: number;
-  payloadBytes: number;
+/** `--mix`: the priority-lane benchmark's own settings (mix.ts), and whether to print JSON. */
+export interface MixBenchSettings extends MixSettings {
   json: boolean;
 }
 
@@ -109,7 +100,7 @@ function table(rows: ReadonlyArray<Record<string, string | number>>): string {
  * throughput and latency, in one table (mix.ts).
  */
 export async function runMixBench(
-  o: Pick<BenchOptions, 'brokers' | 'registryUrl' | 'ingressUrl' | 'dispatcherUrl' | 'wsUrl' | 'schemaRegistryUrl' | 'adminToken'> & MixSettings,
+  o: Pick<BenchOptions, 'brokers' | 'registryUrl' | 'ingressUrl' | 'dispatcherUrl' | 'wsUrl' | 'schemaRegistryUrl' | 'adminToken'> & MixBenchSettings,
   print: (text: string) => void,
 ): Promise<MixResult> {
   const kafka = createKafka({ brokers: o.brokers, clientId: 'reach-bench-mix', logger: silentLogger });

@@ -15,11 +15,8 @@ import { benchEnvelope, connectAgent, deregister, heartbeats, raiseQuota, regist
  * wording). Latency is send → agent receive, measured at the agent; one run, so the figures
  * are read side by side.
  */
-export interface MixOptions extends StackEndpoints {
-  kafka: Kafka;
-  schemaRegistryUrl: string;
-  /** The dispatcher's HTTP base, for its per-agent flow endpoint (backlog size). */
-  dispatcherUrl: string;
+/** The run's shape: agents and their speed, the HIGH trickle, the flood, the phases' lengths. */
+export interface MixSettings {
   agents: number;
   concurrency: number;
   handlerMs: number;
@@ -29,6 +26,13 @@ export interface MixOptions extends StackEndpoints {
   durationS: number;
   drainS: number;
   payloadBytes: number;
+}
+
+export interface MixOptions extends StackEndpoints, MixSettings {
+  kafka: Kafka;
+  schemaRegistryUrl: string;
+  /** The dispatcher's HTTP base, for its per-agent flow endpoint (backlog size). */
+  dispatcherUrl: string;
 }
 
 export type Priority = 'HIGH' | 'NORMAL' | 'LOW';
