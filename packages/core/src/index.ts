@@ -4,3 +4,4 @@ export * from './ids.js';
 export * from './logger.js';
 export * from './token.js';
 export * from './policies.js';
+export * from './random.js';

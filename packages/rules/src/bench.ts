@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { seededRandom } from '@reach/core';
 import { compileRules } from './compile.js';
 import { naiveMatch } from './conditions.js';
 import type { Dispatch, Rule, RuleInput, RuleWhen, StringMatch } from './types.js';
@@ -32,7 +33,7 @@ export interface RulesBenchOptions {
 export function benchRules(opts: RulesBenchOptions = {}): RulesBenchRow[] {
   const sizes = opts.sizes ?? [10, 100, 1000, 10_000];
   const lookups = opts.lookups ?? 5000;
-  const random = mulberry32(opts.seed ?? 42);
+  const random = seededRandom(opts.seed ?? 42);
   return sizes.map((n) => {
     const vocabulary = { types: Math.max(4, Math.ceil(n / 4)), roles: Math.max(4, Math.ceil(n / 2)) };
     const rules = Array.from({ length: n }, (_, i) => syntheticRule(i, random, vocabulary));
@@ -126,18 +127,6 @@ function syntheticInput(random: () => number, vocabulary: Vocabulary): RuleInput
     target_role: random() < 0.9 ? pick(vocabulary.roles, 'role_') : null,
     source_roles: [pick(vocabulary.roles, 'role_')],
     tags: random() < 0.5 ? [pick(8, 'tag_')] : [],
-  };
-}
-
-/** A small seeded PRNG, so runs compare like with like. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
 

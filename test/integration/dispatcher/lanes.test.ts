@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
-import { silentLogger } from '@reach/core';
+import { seededRandom, silentLogger } from '@reach/core';
 import { createRedis, type Redis } from '@reach/store';
 import { stack } from '../../helpers/env.js';
 import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
@@ -40,17 +40,6 @@ afterAll(async () => {
   redis?.disconnect();
 });
 
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function midOf(i: number): string {
   return `msg_${String(i).padStart(26, '0')}`;
 }
@@ -78,7 +67,7 @@ function itemOf(entry: string): number {
 
 describe('priority lanes: the promotion script against the reference', () => {
   it('promotes exactly what the TS reference picks, on random sequences of arrivals, repeats, acks and expiries', async () => {
-    const rand = prng(20260301);
+    const rand = seededRandom(20260301);
     for (let run = 0; run < 12; run++) {
       const agent = agentId('it.lanes.lua');
       const weights: PerLane = run % 3 === 0 ? [60, 30, 10] : [1 + Math.floor(rand() * 50), 1 + Math.floor(rand() * 50), 1 + Math.floor(rand() * 50)];

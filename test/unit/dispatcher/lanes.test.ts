@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '@reach/core';
+import { ConfigError, loadConfig, seededRandom } from '@reach/core';
 import { LaneModel, laneOf, nextLane, type LaneIndex, type PerLane } from '../../../services/dispatcher/dist/lanes.js';
 
 // Priority lanes (SPEC R-D9): smooth weighted round robin over the non-empty lanes. The Lua
@@ -24,18 +24,6 @@ function counts(lanes: readonly LaneIndex[]): [number, number, number] {
   return c;
 }
 
-/** A small seeded generator, so a failing case can be replayed. */
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe('priority lanes: smooth weighted round robin', () => {
   it('serves 60/30/10 exactly in every round of 10 while all lanes are busy, interleaved', () => {
     const seq = picks(busy(DEFAULT), 1000);
@@ -49,7 +37,7 @@ describe('priority lanes: smooth weighted round robin', () => {
   });
 
   it('gives each lane exactly its weight per cycle over long runs, for any weights', () => {
-    const rand = prng(7);
+    const rand = seededRandom(7);
     for (let t = 0; t < 50; t++) {
       const w: PerLane = [1 + Math.floor(rand() * 100), 1 + Math.floor(rand() * 100), 1 + Math.floor(rand() * 100)];
       const total = w[0] + w[1] + w[2];
@@ -98,7 +86,7 @@ describe('priority lanes: smooth weighted round robin', () => {
   });
 
   it('hands an emptied lane’s credit to the busy lanes: their credits always sum to zero and stay small', () => {
-    const rand = prng(11);
+    const rand = seededRandom(11);
     const m = new LaneModel(DEFAULT);
     let item = 0;
     let worst = 0;
@@ -120,7 +108,7 @@ describe('priority lanes: smooth weighted round robin', () => {
   });
 
   it('promotes a HIGH message arriving at a NORMAL/LOW backlog next, whatever came before', () => {
-    const rand = prng(5);
+    const rand = seededRandom(5);
     const m = busy(DEFAULT, [0, 10_000, 10_000]);
     for (let arrival = 0; arrival < 500; arrival++) {
       for (let k = Math.floor(rand() * 20); k > 0; k--) m.take();
@@ -131,7 +119,7 @@ describe('priority lanes: smooth weighted round robin', () => {
 
   it('lets a lane that keeps emptying and refilling take nothing from the shares of the others', () => {
     // HIGH arrives one at a time; NORMAL and LOW stay busy and still split their picks 30:10.
-    const rand = prng(3);
+    const rand = seededRandom(3);
     const m = busy(DEFAULT, [0, 10_000, 10_000]);
     const got: LaneIndex[] = [];
     for (let step = 0; step < 4_000; step++) {

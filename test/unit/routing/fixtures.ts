@@ -1,19 +1,11 @@
+import { seededRandom } from '@reach/core';
 import type { AgentRecord, Capability, Envelope, Presence } from '@reach/envelope';
 import { AgentIndex, MemoryStickyStore, type RouteDeps, type RoutingConfig, type StickyStore } from '@reach/routing';
 
-export const NOW = Date.UTC(2025, 5, 1, 12, 0, 0);
+/** Deterministic draws for statistical tests (the shared mulberry32 of @reach/core). */
+export const seeded = seededRandom;
 
-/** Deterministic [0, 1) generator (mulberry32), so statistical tests always see the same draws. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const NOW = Date.UTC(2025, 5, 1, 12, 0, 0);
 
 export function cap(name: string, overrides: Partial<Capability> = {}): Capability {
   return { name, version: null, mode: 'handle', tags: [], consumption: 'single', scope_json: null, constraints_json: null, ...overrides };
