@@ -105,8 +105,10 @@ describe('one shared bucket for every instance', () => {
   it('two instances hammered at once for one producer admit at most burst + rate × elapsed', async () => {
     const agent = await registerProducer('quota-hammer');
     overridden.push(agent.agentId);
-    const RATE = 40;
-    const BURST = 20;
+    // A quota well below what twelve loops ask for even on a loaded machine (~40 requests/s in
+    // CI), so the bucket stays empty and both instances see refusals.
+    const RATE = 10;
+    const BURST = 5;
     const LOOPS_PER_INSTANCE = 6;
     const DURATION_MS = 2500;
     await setQuota(agent.agentId, RATE, BURST);
