@@ -48,7 +48,7 @@ export async function replay(kafka: Kafka, topic: string, logger: Logger, apply:
   }
   if (high <= low) return 0;
 
-  const consumer = kafka.consumer({ groupId: `reach-dev-schema-registry-replay-${randomUUID()}`, allowAutoTopicCreation: false, maxWaitTimeInMs: 100 });
+  const consumer = kafka.consumer({ groupId: `reach-dev-schema-registry-replay-${randomUUID()}`, allowAutoTopicCreation: false, maxWaitTimeInMs: 1000 });
   let count = 0;
   await consumer.connect();
   try {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kafka } from 'kafkajs';
 import type { Logger } from '@reach/core';
-import { REBALANCE_TIMEOUT_MS } from './group-consumer.js';
+import { IDLE_FETCH_WAIT_MS, REBALANCE_TIMEOUT_MS } from './group-consumer.js';
 
 /**
  * A local, in-memory view of a compacted topic (reach.agents.v1, reach.presence.v1): every
@@ -49,7 +49,7 @@ export async function startTableView<T>(opts: TableViewOptions<T>): Promise<Tabl
 
   const consumer = opts.kafka.consumer({
     groupId: `${opts.groupPrefix}-${randomBytes(6).toString('hex')}`,
-    maxWaitTimeInMs: 100,
+    maxWaitTimeInMs: IDLE_FETCH_WAIT_MS,
     sessionTimeout: 30_000,
     rebalanceTimeout: REBALANCE_TIMEOUT_MS,
   });
