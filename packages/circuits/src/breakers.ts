@@ -76,8 +76,11 @@ export class CircuitBreakers {
     readonly policy: CircuitPolicy,
   ) {}
 
-  /** Records one delivery outcome for the agent and applies the transition it causes, atomically. */
-  async recordOutcome(agentId: string, ok: boolean, now: number = Date.now()): Promise<OutcomeResult> {
+  /**
+   * Records `count` delivery outcomes of one kind for the agent and applies the transition they
+   * cause, atomically (policy.ts recordOutcome: a batch is one probe while HALF_OPEN).
+   */
+  async recordOutcome(agentId: string, ok: boolean, now: number = Date.now(), count = 1): Promise<OutcomeResult> {
     const p = this.policy;
     const sizes = bucketSizes(p);
     const res = (await scripts.record.run(
@@ -97,6 +100,7 @@ export class CircuitBreakers {
         p.ejectProbes,
         sizes.short,
         sizes.long,
+        count,
       ],
     )) as [CircuitState, string, string];
     const [state, from, reason] = res;

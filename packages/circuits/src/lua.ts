@@ -20,7 +20,8 @@ local function fmt(n) return string.format('%.0f', n) end
 
 /**
  * KEYS: state, counters, open set. ARGV: agent, ok (1|0), now, errorRate, windowMs, minVolume,
- * openMs, ejectSuccessRate, ejectWindowMs, ejectMinVolume, ejectProbes, shortSize, longSize.
+ * openMs, ejectSuccessRate, ejectWindowMs, ejectMinVolume, ejectProbes, shortSize, longSize,
+ * count (outcomes of this kind at once; absent = 1; HALF_OPEN counts them as one probe).
  * Returns {state, from-or-empty, reason-or-empty}.
  */
 export const RECORD_OUTCOME = `${PRELUDE}
@@ -37,6 +38,7 @@ local ejectMinVolume = tonumber(ARGV[10])
 local ejectProbes = tonumber(ARGV[11])
 local shortSize = tonumber(ARGV[12])
 local longSize = tonumber(ARGV[13])
+local count = tonumber(ARGV[14]) or 1
 local keepMs = math.max(windowMs, ejectWindowMs) + longSize
 
 local st = redis.call('HMGET', KEYS[1], 'state', 'reason', 'open_until', 'probe_ok')
@@ -81,8 +83,8 @@ local sSpan = math.ceil(windowMs / shortSize)
 local lSpan = math.ceil(ejectWindowMs / longSize)
 local kind = 'ko'
 if ok then kind = 'ok' end
-redis.call('HINCRBY', KEYS[2], 's:' .. fmt(sCur) .. ':' .. kind, 1)
-redis.call('HINCRBY', KEYS[2], 'l:' .. fmt(lCur) .. ':' .. kind, 1)
+redis.call('HINCRBY', KEYS[2], 's:' .. fmt(sCur) .. ':' .. kind, count)
+redis.call('HINCRBY', KEYS[2], 'l:' .. fmt(lCur) .. ':' .. kind, count)
 redis.call('PEXPIRE', KEYS[2], keepMs)
 local all = redis.call('HGETALL', KEYS[2])
 local sOk, sKo, lOk, lKo = 0, 0, 0, 0

@@ -140,8 +140,13 @@ function opened(reason: OpenReason, now: number, p: CircuitPolicy): CircuitRecor
   return { state: 'OPEN', reason, openedAt: now, openUntil: now + p.openMs, probeBy: null, probeUntil: null, probeOk: 0 };
 }
 
-/** Records one delivery outcome (ack = ok; reject / ack timeout / push failure = not ok). */
-export function recordOutcome(rec: CircuitRecord, counters: Counters, ok: boolean, now: number, p: CircuitPolicy): RecordResult {
+/**
+ * Records `count` delivery outcomes of one kind (ack = ok; reject / ack timeout / push failure =
+ * not ok), e.g. the acks a dispatcher gathered over a short window. While HALF_OPEN a batch
+ * counts as one probe outcome: only one probe is let through at a time, so several outcomes at
+ * once are of deliveries sent before the circuit opened and prove no more than one.
+ */
+export function recordOutcome(rec: CircuitRecord, counters: Counters, ok: boolean, now: number, p: CircuitPolicy, count = 1): RecordResult {
   const state = effectiveState(rec, now);
   if (state === 'OPEN') return { record: rec, counters: new Map(counters), transition: null };
   if (state === 'HALF_OPEN') {
@@ -163,8 +168,8 @@ export function recordOutcome(rec: CircuitRecord, counters: Counters, ok: boolea
   const kind = ok ? 'ok' : 'ko';
   const sField = `s:${Math.floor(now / sizes.short)}:${kind}`;
   const lField = `l:${Math.floor(now / sizes.long)}:${kind}`;
-  next.set(sField, (next.get(sField) ?? 0) + 1);
-  next.set(lField, (next.get(lField) ?? 0) + 1);
+  next.set(sField, (next.get(sField) ?? 0) + count);
+  next.set(lField, (next.get(lField) ?? 0) + count);
   const short = windowTotals(next, 's', p.windowMs, sizes.short, now);
   const shortTotal = short.ok + short.fail;
   if (shortTotal >= p.minVolume && short.fail / shortTotal > p.errorRate) {

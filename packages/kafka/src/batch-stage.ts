@@ -1,7 +1,7 @@
 import type { EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger } from '@reach/core';
 import { produceAll, toInRecord, type InRecord, type OutRecord } from './records.js';
-import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter } from './group-consumer.js';
+import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, IDLE_FETCH_WAIT_MS, OffsetCommitter, type FetchWait } from './group-consumer.js';
 
 /**
  * A consume loop for stages whose real output is a bulk write (the tracker folding status
@@ -27,6 +27,11 @@ export interface RunBatchStageOptions {
   /** Partitions processed in parallel (default DEFAULT_PARTITION_CONCURRENCY; order within a partition is kept). */
   partitionsConsumedConcurrently?: number;
   handleBatch: (records: readonly InRecord[]) => Promise<readonly OutRecord[]>;
+  /**
+   * How long the broker may gather records before answering a fetch (default: answer at the
+   * first record). A bulk writer trades that much latency for fewer, larger writes.
+   */
+  fetchWait?: FetchWait;
   /** Called when kafkajs gives up on the consumer: the process should exit for a supervised restart. */
   onFatal: (error: Error) => void;
 }
@@ -38,7 +43,7 @@ export interface RunningBatchStage {
 export async function runBatchStage(opts: RunBatchStageOptions): Promise<RunningBatchStage> {
   const log = opts.logger.child({ component: 'batch-stage', group: opts.groupId });
   const maxBatch = opts.maxBatch ?? 1000;
-  const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal);
+  const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal, opts.fetchWait ?? { maxWaitMs: IDLE_FETCH_WAIT_MS });
   const committer = new OffsetCommitter(consumer, log);
 
   const eachBatch = async ({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> => {

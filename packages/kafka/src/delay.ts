@@ -69,7 +69,7 @@ export async function runDelayStage<T>(opts: DelayStageOptions<T>): Promise<Runn
   // how late a due record goes out (SPEC R-D3 timing): 10 ms kept lateness tiny but made an idle
   // retry-scheduler fetch 100 times a second (the idle stack's biggest Node consumer); 50 ms
   // adds at most 50 ms (25 on average) to a backoff of ≥ 160 ms, at a fifth of the idle cost.
-  const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal, DELAY_FETCH_WAIT_MS);
+  const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal, { maxWaitMs: DELAY_FETCH_WAIT_MS });
   const committer = new OffsetCommitter(consumer, log);
 
   const resumeAt = (partition: number, until: number): void => {

@@ -35,12 +35,22 @@ export const IDLE_FETCH_WAIT_MS = 1_000;
 /** kafkajs consumer retry settings, including whether a crashed consumer is restarted. */
 export type ConsumerRetryOptions = RetryOptions & { restartOnFailure?: (error: Error) => Promise<boolean> };
 
+/**
+ * How much a fetch waits for: the broker answers once `minBytes` are there or `maxWaitMs` has
+ * passed. minBytes 1 (the default) answers at the first record: lowest latency. A bulk writer
+ * sets more, so the broker gathers a batch (a linger at the broker, no timer here).
+ */
+export interface FetchWait {
+  maxWaitMs: number;
+  minBytes?: number;
+}
+
 export function createStageConsumer(
   kafka: Kafka,
   groupId: string,
   log: Logger,
   onFatal: (error: Error) => void,
-  maxWaitTimeInMs = IDLE_FETCH_WAIT_MS,
+  wait: FetchWait = { maxWaitMs: IDLE_FETCH_WAIT_MS },
   retry: ConsumerRetryOptions = {},
 ): Consumer {
   const consumer = kafka.consumer({
@@ -49,7 +59,8 @@ export function createStageConsumer(
     sessionTimeout: 30_000,
     rebalanceTimeout: REBALANCE_TIMEOUT_MS,
     heartbeatInterval: 3_000,
-    maxWaitTimeInMs,
+    maxWaitTimeInMs: wait.maxWaitMs,
+    minBytes: wait.minBytes ?? 1,
     retry: { retries: 10, initialRetryTime: 300, maxRetryTime: 10_000, ...retry },
   });
   consumer.on(consumer.events.CRASH, (event) => {

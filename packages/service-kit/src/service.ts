@@ -7,6 +7,7 @@ import {
   runStage,
   runBatchStage,
   topicSchemaBindings,
+  type FetchWait,
   type InRecord,
   type Kafka,
   type OutRecord,
@@ -76,6 +77,8 @@ export interface BatchStageOptions {
   fromBeginning?: boolean;
   /** Makes the records durable (e.g. one bulk write), returns outputs such as DLQ entries. */
   handleBatch: (records: readonly InRecord[]) => Promise<readonly OutRecord[]>;
+  /** Lets the broker gather a batch before answering a fetch (runBatchStage's fetchWait). */
+  fetchWait?: FetchWait;
 }
 
 export interface ServiceContext<K extends OptionKey> {
@@ -283,6 +286,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
           ...(opts.maxBatch ? { maxBatch: opts.maxBatch } : {}),
           ...(opts.partitionsConsumedConcurrently ? { partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently } : {}),
           ...(opts.fromBeginning !== undefined ? { fromBeginning: opts.fromBeginning } : {}),
+          ...(opts.fetchWait ? { fetchWait: opts.fetchWait } : {}),
           onFatal: fatal,
         });
         stages.push(running);

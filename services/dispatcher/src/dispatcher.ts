@@ -97,6 +97,8 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
   });
   ctx.onShutdown(() => circuitRedis.disconnect());
   const circuits = new CircuitRecorder(new CircuitBreakers(circuitRedis, circuitPolicy(config)), log);
+  // Before the Redis client closes (shutdown runs in reverse): the gathered acks go out first.
+  ctx.onShutdown(() => circuits.stop());
   const failures = new Failures({
     circuits,
     codec,

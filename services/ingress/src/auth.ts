@@ -1,4 +1,4 @@
-import { ReachError, sameSecret, verifyToken } from '@reach/core';
+import { ReachError, sameSecret, verifyToken, VerifiedTokens } from '@reach/core';
 
 /** Who is sending: an agent (from its token) or an operator holding the admin token. */
 export interface Principal {
@@ -20,16 +20,20 @@ export interface RevocationCheck {
  * the token's HMAC signature and expiry (no call to the registry), then the revocation list.
  */
 export class Authenticator {
+  private readonly tokens: VerifiedTokens;
+
   constructor(
     private readonly secret: string,
     private readonly adminToken: string | undefined,
     private readonly revocations: RevocationCheck,
-  ) {}
+  ) {
+    this.tokens = new VerifiedTokens(secret);
+  }
 
   /** The caller behind a token; throws AUTH_FAILED (1003) with the reason. */
   authenticate(token: string | undefined, now: number = Date.now()): Principal {
     if (token && this.adminToken && sameSecret(token, this.adminToken)) return { agentId: ADMIN_PRODUCER, admin: true };
-    const claims = verifyToken(token, this.secret, now);
+    const claims = this.tokens.verify(token, now);
     if (this.revocations.has(claims.jti)) throw new ReachError('AUTH_FAILED', 'token has been revoked');
     return { agentId: claims.sub, admin: false, domain: claims.dom };
   }

@@ -82,6 +82,28 @@ describe('circuit breakers in Redis', () => {
     ).toBe(50);
   });
 
+  it('counts a batch of outcomes like as many single ones, in Redis and in the pure state machine (gathered acks)', async () => {
+    const b = new CircuitBreakers(redisA, policy);
+    const id = agent();
+    // 9 acks at once, then 10 failures one by one: 10/19 failed > 50 % → OPEN at the 10th
+    // failure, exactly as 9 single acks would have made it.
+    expect((await b.recordOutcome(id, true, T0, 9)).state).toBe('CLOSED');
+    let pure = recordOutcome(CLOSED_RECORD, new Map(), true, T0, policy, 9);
+    const states: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const real = await b.recordOutcome(id, false, T0 + 1 + i);
+      pure = recordOutcome(pure.record, pure.counters, false, T0 + 1 + i, policy);
+      expect(real.transition, `failure ${i + 1}`).toEqual(pure.transition);
+      states.push(real.state);
+    }
+    expect(states.lastIndexOf('CLOSED')).toBe(8);
+    expect(states[9]).toBe('OPEN');
+    // Half-open, a batch of acks is one probe: an ejected circuit needing 2 probes stays half-open.
+    const ejected = { ...pure.record, reason: 'eject' as const };
+    const after = recordOutcome(ejected, pure.counters, true, T0 + policy.openMs + 20, policy, 5);
+    expect(after.record).toMatchObject({ state: 'HALF_OPEN', probeOk: 1 });
+  });
+
   it('grants the half-open probe to exactly one of many concurrent claimers', async () => {
     const a = new CircuitBreakers(redisA, policy);
     const b = new CircuitBreakers(redisB, policy);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { newMessageId, messageIdTime } from '@reach/core';
 import type { StatusEvent } from '@reach/envelope';
-import { foldBatch, idsWithoutCreatedAt, isAhead, parseDetail, stateRank, unusable } from '../../../services/tracker/dist/fold.js';
+import { detailOf, foldBatch, idsWithoutCreatedAt, isAhead, parseDetail, stateRank, unusable } from '../../../services/tracker/dist/fold.js';
 import { isDataError, WRITE_SQL } from '../../../services/tracker/dist/writer.js';
 import { statusEventOf } from '../../helpers/envelope.js';
 
@@ -90,6 +90,15 @@ describe('foldBatch', () => {
     expect(parseDetail('oops')).toEqual({ raw: 'oops' });
     expect(parseDetail(null)).toBeNull();
     expect(parseDetail('[1,"a\\u0000"]')).toEqual([1, 'a']);
+  });
+
+  it('stores clean detail text as it came, and only re-serialises what had to be scrubbed', () => {
+    const clean = '{"candidates":[{"agent":"a","score":0.71}],"big":12345678901234567890}';
+    expect(detailOf(clean).json).toBe(clean);
+    expect(detailOf(clean).value).toMatchObject({ candidates: [{ agent: 'a' }] });
+    expect(detailOf('{"k":"a\\u0000b"}')).toEqual({ value: { k: 'ab' }, json: '{"k":"ab"}' });
+    expect(detailOf('oops')).toEqual({ value: { raw: 'oops' }, json: '{"raw":"oops"}' });
+    expect(detailOf('null')).toEqual({ value: null, json: null });
   });
 
   it('refuses ids no index can hold', () => {
