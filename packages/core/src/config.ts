@@ -350,6 +350,12 @@ export const OPTIONS = {
   replayTtlS: int('REACH_REPLAY_TTL_S', 1800, 'How long un-acked deliveries stay replayable for a reconnecting agent (SPEC R-C6, ≥ 15 min).', { min: 900 }),
   wsPingIntervalMs: int('REACH_WS_PING_INTERVAL_MS', 15000, 'Application ping interval on agent WebSockets (SPEC R-C3).', { min: 100 }),
   wsIdleTimeoutMs: int('REACH_WS_IDLE_TIMEOUT_MS', 30000, 'A WebSocket silent this long is closed with 4008 (SPEC R-C3).', { min: 200 }),
+  wsReconnectGraceMs: int(
+    'REACH_WS_RECONNECT_GRACE_MS',
+    1000,
+    'How long an agent whose socket died may take to reconnect and get its un-acked deliveries replayed; after that they fail over to another candidate at once (1002) instead of waiting for their ack deadline (SPEC: traffic flows on the other agents within 3 s).',
+    { min: 0 },
+  ),
   wsAuthTimeoutMs: int('REACH_WS_AUTH_TIMEOUT_MS', 10000, 'A socket that has not sent hello within this time is closed (SPEC R-C5).', { min: 100 }),
   wsMaxFrameBytes: int('REACH_WS_MAX_FRAME_BYTES', 524288, 'Largest inbound WebSocket frame; larger closes with 4013 (SPEC R-C5).', { min: 1024 }),
   wsMaxBufferedBytes: int(

@@ -257,3 +257,20 @@ if redis.call('EXISTS', key) == 0 and redis.call('EXISTS', KEYS[7]) == 1 then
   redis.call('HSET', KEYS[7], 'H', credit[1], 'N', credit[2], 'L', credit[3])
 end
 return m[1]`;
+
+/**
+ * An agent's socket died and it did not come back within the reconnect grace: every buffered
+ * delivery's ack deadline moves to now (`LT`: never later than it was; `XX`: only deliveries
+ * still waiting for their ack), and the agent is marked lost until it connects again.
+ *   KEYS[1] in-flight buffer   KEYS[2] ack deadlines (global)   KEYS[3] lost marker
+ *   ARGV[1] agent   ARGV[2] now (epoch ms)   ARGV[3] marker lifetime (ms)
+ * Returns how many deadlines were pulled forward.
+ */
+export const FAIL_OVER = `
+local seqs = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local moved = 0
+for i = 2, #seqs, 2 do
+  moved = moved + redis.call('ZADD', KEYS[2], 'XX', 'LT', 'CH', ARGV[2], ARGV[1] .. '|' .. seqs[i])
+end
+redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
+return moved`;

@@ -95,15 +95,18 @@ export class DeadlineSweeper {
       if (!head) throw new Error('unreadable buffer entry');
       const envelope = envelopeOfEntry(entry);
       const deadline = new Date(now).toISOString();
+      // Pulled forward because the agent's socket died and it did not come back (gateway.ts).
+      const lostAt = await this.d.buffer.lostAt(agent);
       ({ records } = await this.d.failures.records(
         {
           agent,
           envelope,
           head,
-          code: 3002,
-          reason: `no ack from ${agent} for seq ${seq} by its deadline`,
+          ...(lostAt === undefined
+            ? { code: 3002, reason: `no ack from ${agent} for seq ${seq} by its deadline` }
+            : { code: 1002, reason: `the connection of ${agent} closed before it acked seq ${seq}, and it did not reconnect in time` }),
           failureRetryable: true,
-          detail: { seq, swept_at: deadline },
+          detail: lostAt === undefined ? { seq, swept_at: deadline } : { seq, swept_at: deadline, lost_at: new Date(lostAt).toISOString() },
           seq,
         },
         Date.now(),

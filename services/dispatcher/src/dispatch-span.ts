@@ -8,7 +8,7 @@ import type { DeliveryTrace, EntryHead } from './entry.js';
  * frame carries it, so what the agent does next is its child — and it is recorded wherever
  * the answer arrives, from the buffer entry's head.
  */
-export type DispatchOutcome = 'ack' | 'result' | 'reject' | 'timeout' | 'wait_expired';
+export type DispatchOutcome = 'ack' | 'result' | 'reject' | 'timeout' | 'connection_lost' | 'wait_expired';
 
 /** The trace context a consumed delivery is buffered with. */
 export function deliveryTrace(tracer: Tracer, incoming: string | undefined, traceId: string, now: number): DeliveryTrace {

@@ -39,7 +39,8 @@ export interface AttemptFailure {
   /** The delivered envelope, payload included. */
   envelope: Envelope;
   head: EntryHead;
-  code: 3002 | 3003 | 2002;
+  /** 3002 no ack in time, 1002 the agent's connection died (and it did not return), 3003 rejected, 2002 waited out. */
+  code: 3002 | 1002 | 3003 | 2002;
   reason: string;
   /** False for an agent's `retryable: false` reject. */
   failureRetryable: boolean;
@@ -95,14 +96,14 @@ export class Failures {
   /** The records that settle a failed attempt (produced by the caller, acks=-1). */
   async records(f: AttemptFailure, now: number = Date.now()): Promise<{ records: OutRecord[]; decision: FailureDecision }> {
     // A wait for a slot is the agent being busy, not failing: it does not count against its circuit.
-    if (f.code !== 2002 && (f.code === 3002 || f.failureRetryable)) this.d.circuits?.record(f.agent, false);
+    if (f.code !== 2002 && (f.code === 3002 || f.code === 1002 || f.failureRetryable)) this.d.circuits?.record(f.agent, false);
     const env = f.envelope;
     const attempt = f.head.attempt;
     recordDispatchSpan(
       this.d.tracer ?? NOOP_TRACER,
       f.head,
       f.agent,
-      f.code === 3002 ? 'timeout' : f.code === 2002 ? 'wait_expired' : 'reject',
+      f.code === 3002 ? 'timeout' : f.code === 1002 ? 'connection_lost' : f.code === 2002 ? 'wait_expired' : 'reject',
       { seq: f.seq, error: { code: f.code, codeName: errorInfo(f.code).name, message: f.reason } },
       now,
     );

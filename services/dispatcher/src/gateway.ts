@@ -27,7 +27,11 @@ class ReachWebSocket extends WebSocket {
 }
 
 export interface GatewayDeps {
-  config: ConnectionConfig & { maxFrameBytes: number };
+  config: ConnectionConfig & {
+    maxFrameBytes: number;
+    /** How long a dead agent's deliveries wait for it to reconnect before they fail over. */
+    reconnectGraceMs: number;
+  };
   instanceId: string;
   buffer: ReplayBuffer;
   channels: AgentChannels;
@@ -47,7 +51,7 @@ export interface GatewayDeps {
  * per socket, so thousands of idle agents cost next to nothing.
  */
 export class Gateway implements ConnectionHost {
-  readonly config: ConnectionConfig;
+  readonly config: GatewayDeps['config'];
   readonly buffer: ReplayBuffer;
   readonly outcomes: Outcomes;
   readonly outbox: Outbox;
@@ -187,6 +191,24 @@ export class Gateway implements ConnectionHost {
       agent_id: agent,
     });
     this.log.info({ agent_id: agent, connection_id: conn.id }, 'agent disconnected');
+    if (!this.closing) setTimeout(() => void this.failOverIfGone(agent, conn.generation), this.config.reconnectGraceMs).unref();
+  }
+
+  /**
+   * The agent did not reconnect within the grace (here or on any instance: a new connection
+   * opens a new generation): its un-acked deliveries go to other candidates now rather than
+   * when their ack deadlines (10 s by default) run out. Reconnected in time, they are replayed
+   * on the new connection as usual. A failure here only leaves the ack deadlines to do it.
+   */
+  private async failOverIfGone(agent: string, generation: number): Promise<void> {
+    if (this.byAgent.has(agent)) return;
+    try {
+      if ((await this.buffer.generation(agent)) !== generation) return;
+      const moved = await this.buffer.failOver(agent);
+      if (moved > 0) this.log.info({ agent_id: agent, deliveries: moved }, 'agent did not reconnect in time; its un-acked deliveries fail over now');
+    } catch (err) {
+      this.log.warn({ err, agent_id: agent }, 'could not fail over the deliveries of a lost agent; their ack deadlines will');
+    }
   }
 
   /** A delivery announced over pub/sub by the instance that consumed it. */

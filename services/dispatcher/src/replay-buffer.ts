@@ -1,6 +1,6 @@
 import { ReachError } from '@reach/core';
 import type { Redis } from '@reach/store';
-import { APPEND, FILL, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
+import { APPEND, FAIL_OVER, FILL, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
 import { deadlineJson, midPrefix } from './entry.js';
 import { LANES, type LaneIndex, type PerLane } from './lanes.js';
 
@@ -40,6 +40,7 @@ import { LANES, type LaneIndex, type PerLane } from './lanes.js';
  */
 
 interface ScriptCommands {
+  reachFailOver(buf: string, deadlines: string, lost: string, agent: string, now: number, ttlMs: number): Promise<number>;
   reachAppend(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
   reachTake(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
   reachTakeExpired(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
@@ -76,6 +77,8 @@ export const keys = {
    * range read; on Redis Cluster it must be split by slot (not needed for one Redis).
    */
   deadlines: 'reach:deadlines',
+  /** Set when the agent's socket died and did not come back within the grace: epoch ms. */
+  lost: (agent: string) => `reach:lost:{${agent}}`,
   /** Wait deadlines of every waiting entry: score = epoch ms, member = `<agent>|<lane>|<order>`. */
   waitDeadlines: 'reach:wait-deadlines',
 };
@@ -198,6 +201,7 @@ export class ReplayBuffer {
     redis.defineCommand('reachTakeExpired', { numberOfKeys: 8, lua: TAKE_EXPIRED });
     redis.defineCommand('reachFill', { numberOfKeys: 8, lua: FILL });
     redis.defineCommand('reachTakeWaiting', { numberOfKeys: 8, lua: TAKE_WAITING });
+    redis.defineCommand('reachFailOver', { numberOfKeys: 3, lua: FAIL_OVER });
     this.scripts = redis as unknown as ScriptCommands;
   }
 
@@ -366,10 +370,29 @@ export class ReplayBuffer {
   /** Opens a new connection generation for the agent; older connections must close. */
   async nextGeneration(agent: string): Promise<number> {
     return call('incr gen', async () => {
-      const [[err, gen] = [null, 0]] = (await this.redis.multi().incr(keys.gen(agent)).expire(keys.gen(agent), COUNTER_TTL_S).exec()) ?? [];
+      const [[err, gen] = [null, 0]] =
+        (await this.redis.multi().incr(keys.gen(agent)).expire(keys.gen(agent), COUNTER_TTL_S).del(keys.lost(agent)).exec()) ?? [];
       if (err) throw err;
       return Number(gen);
     });
+  }
+
+  /**
+   * The agent's socket died and it did not reconnect in time: every un-acked delivery's ack
+   * deadline moves to `now` (never later than it was), so the deadline sweeper fails them over
+   * to another candidate right away, and the agent is marked lost so the failure says why
+   * (1002). Returns how many deliveries were pulled forward.
+   */
+  async failOver(agent: string, now: number = Date.now()): Promise<number> {
+    return call('fail over', async () =>
+      Number(await this.scripts.reachFailOver(keys.buf(agent), keys.deadlines, keys.lost(agent), agent, now, this.ttlS * 1000)),
+    );
+  }
+
+  /** When the agent was marked lost (failOver), if it has not connected since. */
+  async lostAt(agent: string): Promise<number | undefined> {
+    const v = await call('get lost', () => this.redis.get(keys.lost(agent)));
+    return v === null ? undefined : Number(v);
   }
 
   async generation(agent: string): Promise<number> {

@@ -1,0 +1,98 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { startTestAgent, stopTestAgents, testClient, uniqueName } from '@reach/sdk/testing';
+import { adminToken, urls } from '../../helpers/env.js';
+import { eventually } from '../../helpers/wait.js';
+import { TestAgent as RawAgent } from '../dispatcher/harness.js';
+
+// An agent whose socket dies with deliveries un-acked: after the reconnect grace
+// (REACH_WS_RECONNECT_GRACE_MS, 1 s) they fail over to another candidate as failed attempts with
+// 1002 CONNECTION_CLOSED — not when their 10 s ack deadline runs out (3002). Reconnecting
+// within the grace gets them replayed instead. Real registry, router, dispatcher, WebSockets.
+const client = testClient();
+const cap = (what: string) => uniqueName(`failover_${what}`).replace(/-/g, '_');
+const admin = { authorization: `Bearer ${adminToken()}` };
+const registered: string[] = [];
+
+afterEach(stopTestAgents);
+afterAll(async () => {
+  await Promise.all(registered.map((id) => fetch(`${urls.registry}/v1/agents/${id}`, { method: 'DELETE', headers: admin })));
+});
+
+/** A raw-protocol agent registered for `capability` that records deliveries and never acks. */
+async function silentAgent(capability: string): Promise<{ id: string; agent: RawAgent; token: string }> {
+  const id = uniqueName('it.failover.victim').replace(/-/g, '.');
+  const res = await fetch(`${urls.registry}/v1/agents`, {
+    method: 'POST',
+    headers: { ...admin, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      agent_id: id,
+      agent_type: 'victim',
+      capabilities: [{ name: capability, mode: 'handle' }],
+      metadata: { max_concurrency: 100 },
+      ttl_s: 60,
+    }),
+  });
+  expect(res.status).toBe(201);
+  registered.push(id);
+  const { token } = (await res.json()) as { token: string };
+  const { agent } = await RawAgent.connect(id, { token });
+  return { id, agent, token };
+}
+
+type Event = { state: string; attempt: number; agent_id: string | null; code: number | null };
+async function timeline(id: string): Promise<{ status: string; agent_id: string | null; events: Event[] }> {
+  const [msg, ev] = await Promise.all([
+    fetch(`${urls.ingress}/v1/messages/${id}`, { headers: admin }).then((r) => r.json() as Promise<{ status: string; agent_id: string | null }>),
+    fetch(`${urls.ingress}/v1/messages/${id}/events`, { headers: admin }).then((r) => r.json() as Promise<{ events: Event[] }>),
+  ]);
+  return { ...msg, events: ev.events };
+}
+
+async function sendTo(victim: string, capability: string, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) ids.push((await client.submit({ capability, payload: { i }, headers: { 'reach-preferred-agent': victim } })).message_id);
+  return ids;
+}
+
+describe('a dead agent socket (SPEC: traffic on the other agents within 3 s)', () => {
+  it('fails its un-acked deliveries over to another candidate with 1002 once the grace passes, long before the ack deadline', async () => {
+    const capability = cap('dead');
+    const survivor = await startTestAgent({ handlers: { [capability]: async () => ({ ok: true }) } });
+    const victim = await silentAgent(capability);
+    const ids = await sendTo(victim.id, capability, 5);
+    await victim.agent.waitCount((f) => f.type === 'deliver', 5);
+    victim.agent.ws.terminate(); // no close frame, no ack: the process died
+    for (const id of ids) {
+      const t = await eventually(`${id} DELIVERED`, async () => {
+        const now = await timeline(id);
+        return now.status === 'DELIVERED' ? now : undefined;
+      });
+      expect(t.agent_id).toBe(survivor.agentId);
+      // The victim's attempt failed because its connection was lost, not by its ack deadline.
+      const failed = t.events.filter((e) => e.agent_id === victim.id && e.code !== null);
+      expect(failed.map((e) => e.code)).toContain(1002);
+      expect(failed.map((e) => e.code)).not.toContain(3002);
+    }
+  });
+
+  it('replays them to the same agent when it reconnects within the grace: no failover', async () => {
+    const capability = cap('back');
+    const victim = await silentAgent(capability);
+    const ids = await sendTo(victim.id, capability, 3);
+    const first = await victim.agent.waitCount((f) => f.type === 'deliver', 3);
+    victim.agent.ws.terminate();
+    const { agent: again } = await RawAgent.connect(victim.id, { token: victim.token, lastSeq: 0 });
+    const replayed = await again.waitCount((f) => f.type === 'deliver', 3);
+    expect(replayed.map((f) => f.seq)).toEqual(first.map((f) => f.seq));
+    for (const f of replayed) again.send({ type: 'ack', seq: f.seq, message_id: (f.message as { message_id: string }).message_id });
+    for (const id of ids) {
+      const t = await eventually(`${id} DELIVERED`, async () => {
+        const now = await timeline(id);
+        return now.status === 'DELIVERED' ? now : undefined;
+      });
+      expect(t.agent_id).toBe(victim.id);
+      expect(t.events.filter((e) => e.code !== null)).toEqual([]);
+    }
+    again.ws.close();
+  });
+});
