@@ -18,7 +18,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts'],
-          exclude: ['test/integration/zz-degradation/**'],
+          exclude: ['test/integration/zz-degradation/**', 'test/integration/zz-cluster/**'],
           environment: 'node',
           testTimeout: 60_000,
           hookTimeout: 60_000,
@@ -35,6 +35,18 @@ export default defineConfig({
           environment: 'node',
           testTimeout: 180_000,
           hookTimeout: 120_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        // Second stacks beside the default one (`reach up --brokers 3`, `--instances 2`, own
+        // REACH_HOME and ports): they load the machine, so they run alone, last (scripts/test.sh).
+        test: {
+          name: 'cluster',
+          include: ['test/integration/zz-cluster/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 240_000,
+          hookTimeout: 300_000,
           fileParallelism: false,
         },
       },

@@ -24,4 +24,6 @@ else
   pnpm exec vitest run --project unit --project integration
   # outages last, alone: they stop PostgreSQL/Redis/Kafka for a while
   pnpm exec vitest run --project degradation
+  # then second stacks beside the default one (a 3-broker cluster with a broker killed, N instances)
+  pnpm exec vitest run --project cluster
 fi

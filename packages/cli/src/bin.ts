@@ -1,12 +1,11 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { ConfigError } from '@reach/core';
-import { up } from './commands/up.js';
+import { upCommand, UP_USAGE } from './commands/up.js';
 import { down } from './commands/down.js';
 import { ps } from './commands/ps.js';
 import { setup } from './commands/setup.js';
 import { restart } from './commands/restart.js';
-import { benchCommand } from '@reach/bench';
 import { agents } from './commands/agents.js';
 import { send } from './commands/send.js';
 import { status } from './commands/status.js';
@@ -17,9 +16,9 @@ import { quotaCommand, QUOTA_USAGE } from './commands/quota.js';
 
 const USAGE = `reach — the Agent-Reach command line
 
-  reach up [--detach]     start the whole local stack (Kafka, schema registry, services); Ctrl-C stops it
-  reach down              stop a stack started with --detach (or another terminal's reach up)
-  reach ps [--json]       processes of the local stack and their readiness (exit 0 when all ready)
+${UP_USAGE}
+  reach down              stop the stack of REACH_HOME (started with --detach or in another terminal)
+  reach ps [--json]       processes of the stack of REACH_HOME and their readiness (exit 0 when all ready)
   reach setup             the deploy step alone: migrations, topics, schema registration
   reach restart <name>    restart one component of the running stack from the current build
   reach bench [--rate R --duration S --agents N --producers M --payload B --json]
@@ -40,7 +39,9 @@ Options: --json for machine-readable output. Configuration: REACH_* environment 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   // the benchmark has options of its own
-  if (command === 'bench') return benchCommand(rest);
+  // Loaded on demand: the benchmark pulls in code no other command needs.
+  if (command === 'bench') return (await import('@reach/bench')).benchCommand(rest);
+  if (command === 'up') return upCommand(rest);
   if (command === 'dlq') return dlqCommand(rest);
   if (command === 'rules') return rulesCommand(rest);
   if (command === 'quota') return quotaCommand(rest);
@@ -48,7 +49,6 @@ async function main(argv: string[]): Promise<number> {
     args: rest,
     allowPositionals: true,
     options: {
-      detach: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
       // agents / send
@@ -67,8 +67,6 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   switch (command) {
-    case 'up':
-      return up({ detach: values.detach });
     case 'down':
       return down();
     case 'ps':

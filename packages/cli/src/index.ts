@@ -2,3 +2,17 @@
 export { Supervisor, type ProcessSpec } from './local/supervisor.js';
 export { ensurePostgres, ensureRedis } from './local/deps.js';
 export { portOpen, waitFor, httpOk } from './local/net.js';
+export { restartDelayMs } from './local/supervisor.js';
+export {
+  applyProperties,
+  brokerConfig,
+  internalReplication,
+  kafkaLayout,
+  kafkaNodes,
+  MAX_LOCAL_BROKERS,
+  type KafkaLayout,
+  type KafkaNode,
+} from './local/kafka.js';
+export { serviceInstances, SERVICES, INSTANCE_PORT_STEP, MAX_INSTANCES, type UpOptions } from './local/stack.js';
+export { parseUpArgs } from './commands/up.js';
+export { paths } from './paths.js';

@@ -5,12 +5,19 @@ import { fileURLToPath } from 'node:url';
 /** The repository (or installed bundle) root: packages/cli/dist → ../../.. */
 export const ROOT = resolve(fileURLToPath(new URL('../../../', import.meta.url)));
 
+/** The state dir when REACH_HOME is not set: <repo>/.reach. */
+export function defaultHome(): string {
+  return join(ROOT, '.reach');
+}
+
 /**
  * Local state of `reach up`: Kafka jars cache, broker data, logs, the supervisor's state and
- * the generated admin token. Git-ignored; REACH_HOME moves it.
+ * the generated admin token. Git-ignored; REACH_HOME moves it. Every stack command (`up`,
+ * `down`, `ps`, `restart`) addresses the stack of its REACH_HOME, so a second stack (other
+ * ports, its own REACH_HOME) runs next to the default one without either touching the other.
  */
 export function reachHome(env: NodeJS.ProcessEnv = process.env): string {
-  const home = env.REACH_HOME ? resolve(env.REACH_HOME) : join(ROOT, '.reach');
+  const home = env.REACH_HOME ? resolve(env.REACH_HOME) : defaultHome();
   mkdirSync(home, { recursive: true });
   return home;
 }
@@ -21,10 +28,11 @@ export function dir(...parts: string[]): string {
   return d;
 }
 
-export const paths = (home: string) => ({
+/** The files of a state dir; `create: false` only names them (to read another state dir's cache). */
+export const paths = (home: string, opts: { create?: boolean } = {}) => ({
   home,
-  logs: dir(home, 'logs'),
-  kafkaCache: dir(home, 'cache', 'kafka'),
+  logs: opts.create === false ? join(home, 'logs') : dir(home, 'logs'),
+  kafkaCache: opts.create === false ? join(home, 'cache', 'kafka') : dir(home, 'cache', 'kafka'),
   kafkaData: join(home, 'data', 'kafka'),
   kafkaConfig: join(home, 'kafka.properties'),
   state: join(home, 'state.json'),
@@ -33,6 +41,7 @@ export const paths = (home: string) => ({
   rules: join(home, 'rules.yaml'),
   pom: join(ROOT, 'deploy', 'local', 'pom.xml'),
   serverProperties: join(ROOT, 'deploy', 'local', 'server.properties'),
+  clusterProperties: join(ROOT, 'deploy', 'local', 'cluster.properties'),
   log4j: join(ROOT, 'deploy', 'local', 'log4j2.properties'),
 });
 

@@ -107,11 +107,14 @@ export function topicSchemaBindings(): Array<{ subject: string; schema: string }
     .map((t) => ({ subject: valueSubject(t.name), schema: t.schema! }));
 }
 
-function topicConfig(spec: TopicSpec): Array<{ name: string; value: string }> {
+function topicConfig(spec: TopicSpec, minInsyncReplicas: number | undefined): Array<{ name: string; value: string }> {
   const entries = [
     { name: 'cleanup.policy', value: spec.compacted ? 'compact' : 'delete' },
     { name: 'retention.ms', value: String(spec.retentionMs) },
+    // An out-of-sync replica never becomes leader: that would silently drop acknowledged records.
+    { name: 'unclean.leader.election.enable', value: 'false' },
   ];
+  if (minInsyncReplicas !== undefined) entries.push({ name: 'min.insync.replicas', value: String(minInsyncReplicas) });
   if (spec.compacted) {
     entries.push({ name: 'min.cleanable.dirty.ratio', value: '0.1' }, { name: 'segment.ms', value: String(3600_000) });
   }
@@ -121,8 +124,22 @@ function topicConfig(spec: TopicSpec): Array<{ name: string; value: string }> {
 export interface EnsureTopicsOptions {
   partitions: number;
   replicationFactor: number;
+  /**
+   * min.insync.replicas of every topic: with acks=-1 a write needs this many in-sync replicas.
+   * Unset: the broker's default (which a later ensureTopics without it falls back to as well).
+   */
+  minInsyncReplicas?: number;
   logger: Logger;
   topics?: readonly TopicSpec[];
+}
+
+/**
+ * The min.insync.replicas that goes with a replication factor: half the replicas, rounded up
+ * (RF 1 → 1, RF 2 → 1, RF 3 → 2, RF 5 → 3), so an acknowledged write is on a majority and one
+ * broker of three may be down without stopping writes.
+ */
+export function defaultMinInsyncReplicas(replicationFactor: number): number {
+  return Math.max(1, Math.ceil(replicationFactor / 2));
 }
 
 /**
@@ -132,11 +149,27 @@ export interface EnsureTopicsOptions {
  */
 export async function ensureTopics(admin: Admin, opts: EnsureTopicsOptions): Promise<void> {
   const specs = opts.topics ?? (Object.values(TOPICS) as TopicSpec[]);
+  if (opts.minInsyncReplicas !== undefined && opts.minInsyncReplicas > opts.replicationFactor) {
+    throw new Error(`min.insync.replicas ${opts.minInsyncReplicas} is more than the replication factor ${opts.replicationFactor}: no write could succeed`);
+  }
   const existing = new Set(await admin.listTopics());
   const missing: ITopicConfig[] = specs
     .filter((s) => !existing.has(s.name))
-    .map((s) => ({ topic: s.name, numPartitions: s.partitions ?? opts.partitions, replicationFactor: opts.replicationFactor, configEntries: topicConfig(s) }));
+    .map((s) => ({
+      topic: s.name,
+      numPartitions: s.partitions ?? opts.partitions,
+      replicationFactor: opts.replicationFactor,
+      configEntries: topicConfig(s, opts.minInsyncReplicas),
+    }));
   if (missing.length > 0) {
+    if (opts.replicationFactor > 1) {
+      const { brokers } = await admin.describeCluster();
+      if (brokers.length < opts.replicationFactor) {
+        throw new Error(
+          `replication factor ${opts.replicationFactor} asked but the cluster has ${brokers.length} broker(s) (${brokers.map((b) => b.nodeId).join(', ')}); start more brokers or lower REACH_TOPIC_REPLICATION_FACTOR`,
+        );
+      }
+    }
     try {
       await admin.createTopics({ topics: missing, waitForLeaders: false });
     } catch (err) {
@@ -165,8 +198,102 @@ export async function ensureTopics(admin: Admin, opts: EnsureTopicsOptions): Pro
   }
   await admin.alterConfigs({
     validateOnly: false,
-    resources: present.map((s) => ({ type: 2 /* ConfigResourceTypes.TOPIC */, name: s.name, configEntries: topicConfig(s) })),
+    resources: present.map((s) => ({ type: 2 /* ConfigResourceTypes.TOPIC */, name: s.name, configEntries: topicConfig(s, opts.minInsyncReplicas) })),
   });
+}
+
+/** One topic's replication as the cluster reports it: partition replicas and ISR, and its config. */
+export interface TopicReplication {
+  readonly topic: string;
+  readonly partitions: ReadonlyArray<{ partition: number; leader: number; replicas: readonly number[]; isr: readonly number[] }>;
+  /** The effective min.insync.replicas (topic config, else the broker's default). */
+  readonly minInsyncReplicas: number;
+  readonly uncleanLeaderElection: boolean;
+}
+
+/** Describes the replication of `topics` (metadata for replicas/ISR, describeConfigs for the settings). */
+export async function describeReplication(admin: Admin, topics: readonly string[]): Promise<TopicReplication[]> {
+  if (topics.length === 0) return [];
+  const meta = await admin.fetchTopicMetadata({ topics: [...topics] });
+  const configs = await admin.describeConfigs({
+    includeSynonyms: false,
+    resources: topics.map((name) => ({
+      type: 2 /* ConfigResourceTypes.TOPIC */,
+      name,
+      configNames: ['min.insync.replicas', 'unclean.leader.election.enable'],
+    })),
+  });
+  return topics.map((topic) => {
+    const t = meta.topics.find((m) => m.name === topic);
+    const entries = configs.resources.find((r) => r.resourceName === topic)?.configEntries ?? [];
+    const get = (n: string) => entries.find((e) => e.configName === n)?.configValue;
+    return {
+      topic,
+      partitions: (t?.partitions ?? [])
+        .map((p) => ({ partition: p.partitionId, leader: p.leader, replicas: [...p.replicas], isr: [...p.isr] }))
+        .sort((a, b) => a.partition - b.partition),
+      minInsyncReplicas: Number(get('min.insync.replicas') ?? 1),
+      uncleanLeaderElection: get('unclean.leader.election.enable') === 'true',
+    };
+  });
+}
+
+export interface ReplicationExpectation {
+  replicationFactor: number;
+  minInsyncReplicas: number;
+}
+
+export interface ReplicationReport {
+  topics: number;
+  partitions: number;
+  /** Partitions with fewer in-sync replicas than replicas (writable while ISR ≥ min.insync.replicas). */
+  underReplicated: string[];
+}
+
+/**
+ * Checks that every topic has exactly the asked replication: RF replicas per partition,
+ * min.insync.replicas, unclean leader election off, and at least min.insync.replicas in sync.
+ * Throws one error naming every contradiction (an existing topic created with another
+ * replication factor is the usual one: Kafka never changes it by itself).
+ */
+export function checkReplication(described: readonly TopicReplication[], want: ReplicationExpectation): ReplicationReport {
+  const problems: string[] = [];
+  const underReplicated: string[] = [];
+  let partitions = 0;
+  for (const t of described) {
+    if (t.partitions.length === 0) {
+      problems.push(`${t.topic}: no partitions (does the topic exist?)`);
+      continue;
+    }
+    const rfs = [...new Set(t.partitions.map((p) => p.replicas.length))];
+    if (rfs.length !== 1 || rfs[0] !== want.replicationFactor) {
+      const shown = t.partitions
+        .filter((p) => p.replicas.length !== want.replicationFactor)
+        .slice(0, 3)
+        .map((p) => `partition ${p.partition} replicas [${p.replicas.join(',')}]`);
+      problems.push(`${t.topic}: replication factor ${rfs.join('/')} but ${want.replicationFactor} is asked (${shown.join('; ')})`);
+    }
+    if (t.minInsyncReplicas !== want.minInsyncReplicas) {
+      problems.push(`${t.topic}: min.insync.replicas ${t.minInsyncReplicas} but ${want.minInsyncReplicas} is asked`);
+    }
+    if (t.uncleanLeaderElection)
+      problems.push(`${t.topic}: unclean.leader.election.enable=true (an out-of-sync replica could become leader and drop acknowledged records)`);
+    for (const p of t.partitions) {
+      partitions++;
+      if (p.isr.length < Math.min(want.minInsyncReplicas, p.replicas.length)) {
+        problems.push(
+          `${t.topic}-${p.partition}: only ${p.isr.length} in-sync replica(s) [${p.isr.join(',')}] of [${p.replicas.join(',')}], fewer than min.insync.replicas`,
+        );
+      } else if (p.isr.length < p.replicas.length) underReplicated.push(`${t.topic}-${p.partition}`);
+    }
+  }
+  if (problems.length > 0) {
+    throw new Error(
+      `the topics' replication contradicts what is asked (replication factor ${want.replicationFactor}, min.insync.replicas ${want.minInsyncReplicas}):\n  ${problems.join('\n  ')}\n` +
+        'Kafka does not change the replication factor of an existing topic: reassign its partitions (kafka-reassign-partitions), or delete the topic (its records are lost) and run the deploy step again.',
+    );
+  }
+  return { topics: described.length, partitions, underReplicated };
 }
 
 /**

@@ -1,25 +1,41 @@
 import { paths, reachHome } from '../paths.js';
 import { table } from '../output.js';
 import { alive, readState } from '../local/stack.js';
-import { httpOk } from '../local/net.js';
+import { httpOk, portOpen } from '../local/net.js';
 
-/** `reach ps`: the local stack's processes and readiness; exit 0 only when all are ready. */
+/** Ready: an HTTP component answers /readyz (the schema registry /subjects); a Kafka node accepts connections. */
+async function componentReady(endpoint: string | undefined, pid: number | undefined): Promise<boolean> {
+  if (endpoint?.startsWith('http')) return httpOk(`${endpoint}/readyz`).then((ok) => ok || httpOk(`${endpoint}/subjects`));
+  const m = endpoint && !endpoint.includes(',') ? /^([^:]+):(\d+)$/.exec(endpoint) : null;
+  if (m) return alive(pid) && (await portOpen(m[1]!, Number(m[2])));
+  return alive(pid);
+}
+
+/** `reach ps`: the processes of the stack of REACH_HOME and their readiness; exit 0 only when all are ready. */
 export async function ps(args: { json: boolean }): Promise<number> {
-  const state = readState(paths(reachHome()));
+  const home = reachHome();
+  const state = readState(paths(home));
   if (!state || !alive(state.supervisorPid)) {
-    if (args.json) process.stdout.write(JSON.stringify({ running: false }) + '\n');
-    else process.stdout.write('the local stack is not running (`reach up` starts it)\n');
+    if (args.json) process.stdout.write(JSON.stringify({ running: false, home }) + '\n');
+    else process.stdout.write(`the local stack of ${home} is not running (\`reach up\` starts it)\n`);
     return 1;
   }
   const rows = await Promise.all(
     state.processes.map(async (proc) => {
       const url = state.endpoints[proc.name];
-      const ready = url?.startsWith('http') ? await httpOk(`${url}/readyz`).then((ok) => ok || httpOk(`${url}/subjects`)) : alive(proc.pid);
-      return { name: proc.name, pid: proc.pid, alive: alive(proc.pid), ready, endpoint: url ?? '' };
+      const ready = await componentReady(url, proc.pid);
+      return { name: proc.name, pid: proc.pid, alive: alive(proc.pid), ready, restarts: proc.restarts ?? 0, endpoint: url ?? '' };
     }),
   );
   const allReady = state.ready && rows.every((r) => r.alive && r.ready);
-  if (args.json) process.stdout.write(JSON.stringify({ running: true, ready: allReady, processes: rows }, null, 2) + '\n');
-  else process.stdout.write(table(rows));
+  if (args.json) {
+    process.stdout.write(
+      JSON.stringify(
+        { running: true, ready: allReady, home, options: state.options, replication: state.replication, kafkaNodes: state.kafkaNodes, processes: rows },
+        null,
+        2,
+      ) + '\n',
+    );
+  } else process.stdout.write(table(rows));
   return allReady ? 0 : 1;
 }

@@ -6,6 +6,11 @@ import { createLogger } from '../log.js';
 /** `reach setup`: the deploy step alone (migrations, topics, schemas) against configured servers. */
 export async function setup(): Promise<number> {
   const cfg = loadConfig(['kafkaBrokers', 'schemaRegistryUrl', 'databaseUrl', 'topicPartitions', 'topicReplicationFactor', 'logLevel'], process.env);
-  await setupStack(cfg, createLogger(cfg.logLevel), (msg) => done(msg));
+  try {
+    await setupStack(cfg, createLogger(cfg.logLevel), (msg) => done(msg));
+  } catch (err) {
+    process.stderr.write(`✘ reach setup failed: ${(err as Error).message}\n`);
+    return 1;
+  }
   return 0;
 }

@@ -1,4 +1,13 @@
-import { ensureTopics, createKafka, topicSchemaBindings } from '@reach/kafka';
+import {
+  TOPICS,
+  checkReplication,
+  createKafka,
+  defaultMinInsyncReplicas,
+  describeReplication,
+  ensureTopics,
+  topicSchemaBindings,
+  type Admin,
+} from '@reach/kafka';
 import { registerSchemas } from '@reach/envelope';
 import { createPgPool, ensureDatabase, ensurePartitions, migrate } from '@reach/store';
 import type { Logger } from '@reach/core';
@@ -9,6 +18,13 @@ export interface SetupConfig {
   databaseUrl: string;
   topicPartitions: number;
   topicReplicationFactor: number;
+  /** Default: half the replication factor, rounded up (RF 3 → 2). */
+  minInsyncReplicas?: number;
+  /**
+   * Topics Agent-Reach does not create but relies on (consumer offsets, the development
+   * registry's _schemas), checked against the replication the broker config gives them.
+   */
+  internalTopics?: { names: readonly string[]; replicationFactor: number; minInsyncReplicas: number };
 }
 
 /**
@@ -17,12 +33,15 @@ export interface SetupConfig {
  * schemas/ registered after a compatibility check. Services only look things up.
  */
 export async function setupStack(cfg: SetupConfig, log: Logger, progress: (msg: string) => void): Promise<void> {
-  await ensureDatabase(cfg.databaseUrl, log);
+  const created = await ensureDatabase(cfg.databaseUrl, log);
   const pool = createPgPool(cfg.databaseUrl, { logger: log });
   try {
     const applied = await migrate(pool, log);
     await ensurePartitions(pool);
-    progress(applied.length ? `database migrated (${applied.join(', ')})` : 'database schema up to date');
+    const db = decodeURIComponent(new URL(cfg.databaseUrl).pathname.slice(1));
+    progress(
+      `${created ? `database ${db} created, ` : ''}${applied.length ? `database migrated (${applied.join(', ')})` : `database ${db}: schema up to date`}`,
+    );
   } finally {
     await pool.end();
   }
@@ -30,11 +49,47 @@ export async function setupStack(cfg: SetupConfig, log: Logger, progress: (msg: 
   const admin = kafka.admin();
   await admin.connect();
   try {
-    await ensureTopics(admin, { partitions: cfg.topicPartitions, replicationFactor: cfg.topicReplicationFactor, logger: log });
-    progress('topics ensured');
+    const minInsyncReplicas = cfg.minInsyncReplicas ?? defaultMinInsyncReplicas(cfg.topicReplicationFactor);
+    // Existing topics with another replication factor fail the step before anything is altered.
+    const present = new Set(await admin.listTopics());
+    const existing = Object.values(TOPICS)
+      .map((t) => t.name)
+      .filter((n) => present.has(n));
+    const before = await describeReplication(admin, existing);
+    checkReplication(
+      before.map((t) => ({ ...t, minInsyncReplicas, uncleanLeaderElection: false })),
+      { replicationFactor: cfg.topicReplicationFactor, minInsyncReplicas },
+    );
+    await ensureTopics(admin, { partitions: cfg.topicPartitions, replicationFactor: cfg.topicReplicationFactor, minInsyncReplicas, logger: log });
+    progress(await checkTopicReplication(admin, { ...cfg, minInsyncReplicas }));
   } finally {
     await admin.disconnect();
   }
   const registered = await registerSchemas(cfg.schemaRegistryUrl, topicSchemaBindings(), log);
   progress(`schemas registered (${registered.map((r) => `${r.subject}#${r.id}`).join(', ')})`);
+}
+
+/**
+ * Describes every Agent-Reach topic (configs, partition replicas and ISR) and the internal
+ * ones, fails when one contradicts the asked replication, and returns the report line.
+ */
+async function checkTopicReplication(admin: Admin, cfg: SetupConfig & { minInsyncReplicas: number }): Promise<string> {
+  const names = Object.values(TOPICS).map((t) => t.name);
+  const want = { replicationFactor: cfg.topicReplicationFactor, minInsyncReplicas: cfg.minInsyncReplicas };
+  const own = checkReplication(await describeReplication(admin, names), want);
+  let line =
+    `topics: RF ${want.replicationFactor}, min.insync.replicas ${want.minInsyncReplicas}, unclean leader election off ` +
+    `(${own.topics} topics, ${own.partitions} partitions, ${own.underReplicated.length === 0 ? 'every replica in sync' : `under-replicated: ${own.underReplicated.join(', ')}`})`;
+  if (cfg.internalTopics) {
+    const internal = cfg.internalTopics;
+    // The consumer-offsets topic exists once some group was looked up: look one up.
+    if (internal.names.includes('__consumer_offsets')) await admin.fetchOffsets({ groupId: 'reach-setup-probe', topics: [] }).catch(() => undefined);
+    const present = new Set(await admin.listTopics());
+    const names = internal.names.filter((n) => present.has(n));
+    const report = checkReplication(await describeReplication(admin, names), internal);
+    if (names.length > 0) {
+      line += `; internal ${names.join(', ')}: RF ${internal.replicationFactor}, min.insync.replicas ${internal.minInsyncReplicas}${report.underReplicated.length ? ` (under-replicated: ${report.underReplicated.join(', ')})` : ''}`;
+    }
+  }
+  return line;
 }

@@ -4,9 +4,13 @@ import { join } from 'node:path';
 
 /**
  * Runs the local stack's processes: each with its log in .reach/logs/<name>.log, started in
- * order and checked for readiness, restarted with backoff when it dies unexpectedly (the
- * "supervised restart" services rely on: a service exits on a fatal error instead of limping
- * on), and stopped in reverse order with SIGTERM, then SIGKILL after its grace period.
+ * order and checked for readiness, restarted when it dies unexpectedly (the "supervised
+ * restart" services rely on: a service exits on a fatal error instead of limping on), and
+ * stopped in reverse order with SIGTERM, then SIGKILL after its grace period.
+ *
+ * Restarts: the first crash within five minutes comes back at once (100 ms), so a killed
+ * instance serves again within its own start time; further crashes back off 1 s, 2 s, 4 s … up
+ * to 30 s, and the 10th crash in five minutes gives up (a crash loop is a bug to read in the log).
  */
 export interface ProcessSpec {
   name: string;
@@ -16,6 +20,8 @@ export interface ProcessSpec {
   ready: () => Promise<boolean>;
   readyTimeoutMs: number;
   stopTimeoutMs: number;
+  /** Processes of one group that are neighbours in start order are stopped at the same time. */
+  stopGroup?: string;
 }
 
 interface Running {
@@ -23,7 +29,16 @@ interface Running {
   child: ChildProcess;
   log: WriteStream;
   exited: Promise<number | null>;
+  /** Times of the crashes of the last five minutes (restart backoff). */
   restarts: number[];
+  /** How many times this process was restarted since the supervisor started it. */
+  generation: number;
+}
+
+/** Delay before restarting a process that exited: `recentCrashes` crashes in the last five minutes before this one. */
+export function restartDelayMs(crashed: boolean, recentCrashes: number): number {
+  if (!crashed) return 200;
+  return recentCrashes === 0 ? 100 : Math.min(30_000, 1000 * 2 ** (recentCrashes - 1));
 }
 
 export function tail(file: string, lines = 30): string {
@@ -46,15 +61,17 @@ export class Supervisor {
     return join(this.logDir, `${name}.log`);
   }
 
-  pids(): Array<{ name: string; pid: number | undefined }> {
-    return this.procs.map((p) => ({ name: p.spec.name, pid: p.child.pid }));
+  pids(): Array<{ name: string; pid: number | undefined; restarts: number }> {
+    return this.procs.map((p) => ({ name: p.spec.name, pid: p.child.pid, restarts: p.generation }));
   }
 
-  private spawnOne(spec: ProcessSpec, restarts: number[]): Running {
+  private spawnOne(spec: ProcessSpec, restarts: number[], generation = 0): Running {
     const log = createWriteStream(this.logFile(spec.name), { flags: 'a' });
     const child = spawn(spec.cmd, spec.args, { env: spec.env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
+    // After its output is drained (not at 'exit', which may come first): one log stream per run.
+    child.once('close', () => log.end());
     const exited = new Promise<number | null>((resolve) => {
       child.once('error', (err) => {
         log.write(`\n[reach] could not start ${spec.cmd}: ${err.message}\n`);
@@ -62,7 +79,7 @@ export class Supervisor {
       });
       child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : null)));
     });
-    const running: Running = { spec, child, log, exited, restarts };
+    const running: Running = { spec, child, log, exited, restarts, generation };
     void exited.then((code) => this.onExit(running, code));
     return running;
   }
@@ -77,11 +94,12 @@ export class Supervisor {
       this.onEvent(`${r.spec.name} crashed (${code}) 10 times in 5 minutes; not restarting it. See ${this.logFile(r.spec.name)}`);
       return;
     }
-    const delay = crashed ? Math.min(30_000, 1000 * 2 ** recent.length) : 200;
+    const delay = restartDelayMs(crashed, recent.length);
     this.onEvent(`${r.spec.name} exited (${code}); restarting in ${delay / 1000}s`);
     setTimeout(() => {
       if (this.stopping) return;
-      const next = this.spawnOne(r.spec, crashed ? [...recent, now] : recent);
+      const next = this.spawnOne(r.spec, crashed ? [...recent, now] : recent, r.generation + 1);
+      next.log.write(`[reach] ${new Date().toISOString()} restarted ${r.spec.name} after it exited (${code})\n`);
       this.procs[this.procs.indexOf(r)] = next;
       this.onPidsChanged();
     }, delay).unref();
@@ -114,14 +132,25 @@ export class Supervisor {
   /** Stops everything in reverse start order. */
   async stopAll(): Promise<void> {
     this.stopping = true;
-    for (const r of [...this.procs].reverse()) {
-      if (r.child.exitCode !== null || r.child.signalCode !== null) continue;
+    const order = [...this.procs].reverse();
+    // Neighbours of one stop group (the instances of a service, the nodes of a Kafka cluster)
+    // stop together: one after another, the last Kafka node would wait for a quorum that is gone.
+    for (let i = 0; i < order.length; ) {
+      const group = order[i]!.spec.stopGroup;
+      let j = i + 1;
+      while (group !== undefined && j < order.length && order[j]!.spec.stopGroup === group) j++;
+      await Promise.all(order.slice(i, j).map((r) => this.stopOne(r)));
+      i = j;
+    }
+  }
+
+  private async stopOne(r: Running): Promise<void> {
+    if (r.child.exitCode === null && r.child.signalCode === null) {
       this.onEvent(`stopping ${r.spec.name}`);
       r.child.kill('SIGTERM');
       const killer = setTimeout(() => r.child.kill('SIGKILL'), r.spec.stopTimeoutMs);
       await r.exited;
       clearTimeout(killer);
-      r.log.end();
     }
   }
 }
