@@ -28,6 +28,18 @@ export const REBALANCE_TIMEOUT_MS = 10_000;
 export const IDLE_FETCH_WAIT_MS = 1_000;
 
 /**
+ * How long the coordinator keeps a silent member, and how often members heartbeat. kafkajs has
+ * no static membership: a member killed with SIGKILL (or its restarted self, which joins under a
+ * new member id) holds its partitions until this session runs out, so it bounds takeover. At
+ * 30 s a killed service's stage stalled 14–17.5 s (rebalance timeout); at 6 s (Kafka's default
+ * group.min.session.timeout.ms) takeover is ~6–7 s. Shorter would need the broker's minimum
+ * lowered and would evict live members whose event loop stalls a few seconds under load:
+ * kafkajs heartbeats from the consume loop itself (between fetches and between chunks).
+ */
+export const SESSION_TIMEOUT_MS = 6_000;
+export const HEARTBEAT_INTERVAL_MS = 1_000;
+
+/**
  * What every consume loop of Agent-Reach shares: the consumer-group settings, the crash policy
  * (a consumer kafkajs will not restart makes the process exit for a supervised restart instead
  * of living on with a dead consumer), and offset commits.
@@ -56,9 +68,9 @@ export function createStageConsumer(
   const consumer = kafka.consumer({
     groupId,
     allowAutoTopicCreation: false,
-    sessionTimeout: 30_000,
+    sessionTimeout: SESSION_TIMEOUT_MS,
     rebalanceTimeout: REBALANCE_TIMEOUT_MS,
-    heartbeatInterval: 3_000,
+    heartbeatInterval: HEARTBEAT_INTERVAL_MS,
     maxWaitTimeInMs: wait.maxWaitMs,
     minBytes: wait.minBytes ?? 1,
     retry: { retries: 10, initialRetryTime: 300, maxRetryTime: 10_000, ...retry },

@@ -9,9 +9,10 @@ import { stack, uniq } from '../../helpers/env.js';
 
 // A member that vanishes without leaving its group (a killed process, or a kafkajs consumer
 // that crashed while the broker restarted and came back under a new member id) must not hold
-// the stage for the whole session timeout: a new member's join completes once the rebalance
-// timeout removes the silent one. Seen in CI before REBALANCE_TIMEOUT_MS: the dispatcher
-// consumed nothing for 30 s after a broker restart, and messages died of their budget.
+// the stage for long: a new member's join completes once the silent one's session
+// (SESSION_TIMEOUT_MS) or the rebalance timeout removes it, whichever comes first. Seen in CI
+// with kafkajs's 60 s rebalance timeout and a 30 s session: the dispatcher consumed nothing for
+// 30 s after a broker restart, and messages died of their budget.
 const kafka = createKafka({ brokers: stack.brokers, clientId: uniq('group-recovery'), logger: silentLogger });
 let admin: Admin;
 const topic = uniq('it.group-recovery');
@@ -59,7 +60,7 @@ afterAll(async () => {
 });
 
 describe('consumer group recovery', () => {
-  it('a member killed without leaving holds a new member back for the rebalance timeout, not the 30 s session timeout', async () => {
+  it('a member killed without leaving holds a new member back only until its session or the rebalance timeout removes it', async () => {
     const vanished = await memberInAnotherProcess();
     const exited = once(vanished, 'exit');
     vanished.kill('SIGKILL'); // no LeaveGroup: the coordinator still counts it as a member
@@ -80,7 +81,7 @@ describe('consumer group recovery', () => {
       const { ms, partitions } = await joined;
       // Both partitions: the silent member was removed, not given half of the topic.
       expect(partitions).toBe(2);
-      // The session timeout is 30 s: well before it, the rebalance timeout (plus a join) let it in.
+      // Removed by its session (6 s) or the rebalance timeout (10 s), plus a join.
       expect(ms, `joined after ${ms} ms`).toBeLessThan(REBALANCE_TIMEOUT_MS + 15_000);
     } finally {
       await consumer.disconnect();
