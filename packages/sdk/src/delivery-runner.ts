@@ -80,6 +80,16 @@ function expectsResult(m: ReachMessage): boolean {
 }
 
 /**
+ * How often a running handler reports progress: a third of the delivery's ack window (from its
+ * deadline), so two reports can be lost before the deadline passes; between 0.5 s and 10 s.
+ */
+export function progressIntervalMs(d: Pick<DeliverFrame, 'deadline'>, now: number = Date.now()): number {
+  const window = d.deadline === undefined ? Number.NaN : d.deadline - now;
+  if (!Number.isFinite(window)) return 3_000;
+  return Math.min(10_000, Math.max(500, Math.floor(window / 3)));
+}
+
+/**
  * Runs deliveries through their handlers: at most max_concurrency at once (the rest wait in a
  * local queue), answers each with result + ack or a reject, and dedupes redeliveries (SPEC
  * R-G2) — a message already handled is answered from the cache, one still running is answered
@@ -210,12 +220,18 @@ export class DeliveryRunner {
     const started = performance.now();
     let outcome: Outcome | undefined;
     let failure: Failure | undefined;
+    // A handler longer than the ack window must not look dead: `progress` frames keep moving the
+    // delivery's deadline while it runs, so it is never retried on another agent meanwhile.
+    const progress = setInterval(() => this.deps.send({ type: 'progress', seq: d.seq, message_id: m.message_id }), progressIntervalMs(d));
+    progress.unref();
     try {
       const value = await job.handler(m, ctx);
       outcome = { kind: 'ok', payload: value === undefined ? null : value, headers: contextToHeaders(session.changes()) };
       failure = checkResult(value);
     } catch (err) {
       failure = failureOf(err);
+    } finally {
+      clearInterval(progress);
     }
     this.outcomes.record(failure === undefined, performance.now() - started);
     this.finish(job, failure ? undefined : outcome, failure, log);

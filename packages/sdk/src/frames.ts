@@ -51,6 +51,8 @@ export type ServerFrame = WelcomeFrame | DeliverFrame | AcceptedFrame | ErrorFra
 export type AgentFrame =
   | { type: 'hello'; agent_id: string; token: string; last_seq?: number }
   | { type: 'ack'; seq: number; message_id: string; traceparent?: string }
+  /** "Still working on it": extends the delivery's ack deadline by its ack window (DESIGN §4 addition). */
+  | { type: 'progress'; seq: number; message_id: string }
   | { type: 'reject'; seq: number; message_id: string; code: number; reason: string; retryable: boolean; traceparent?: string }
   | {
       type: 'result';

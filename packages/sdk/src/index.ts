@@ -7,6 +7,7 @@ export * from './session.js';
 export * from './env.js';
 export { DedupeCache, dedupeKey, type DedupeOptions, type Outcome } from './dedupe.js';
 export { reconnectDelayMs, RECONNECT_BACKOFF, type BackoffOptions } from './backoff.js';
+export { progressIntervalMs } from './delivery-runner.js';
 export { LoadTracker } from './load.js';
 export { WorkQueue } from './work-queue.js';
 export { parseServerFrame, type AgentFrame, type ServerFrame, type DeliverFrame, type WelcomeFrame } from './frames.js';

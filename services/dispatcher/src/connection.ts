@@ -2,7 +2,7 @@ import { WebSocket, type RawData } from 'ws';
 import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject } from '@reach/kafka';
-import { entryMessageId, entrySeq, frameOf } from './entry.js';
+import { entryMessageId, entrySeq, frameOf, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Outbox } from './outbox.js';
 import type { Outcomes } from './outcomes.js';
@@ -46,6 +46,8 @@ export interface ConnectionConfig {
   tokenSecret: string;
   /** How long a `send` waits for Kafka before answering 5002 (the record may still be written). */
   sendTimeoutMs: number;
+  /** The ack window of a message without timeout_ms (REACH_ACK_TIMEOUT_MS): what a `progress` frame grants. */
+  ackTimeoutMs: number;
 }
 
 /** What a connection needs from its gateway. */
@@ -166,7 +168,7 @@ export class AgentConnection {
    */
   private readonly perMessage = new Map<string, Promise<void>>();
   private enqueue(frame: AgentFrame): void {
-    const messageId = frame.type === 'ack' || frame.type === 'reject' || frame.type === 'result' ? frame.message_id : undefined;
+    const messageId = frame.type === 'ack' || frame.type === 'progress' || frame.type === 'reject' || frame.type === 'result' ? frame.message_id : undefined;
     if (messageId === undefined) {
       void this.handle(frame);
       return;
@@ -231,6 +233,16 @@ export class AgentConnection {
           const outcome = await this.host.outcomes.ack(agent, frame.seq, frame.message_id);
           if (outcome === 'mismatch') this.send(errorFrame('INVALID_ENVELOPE', `seq ${frame.seq} is not message ${frame.message_id}`));
           else this.answered(frame.message_id, frame.seq, 'ack');
+          return;
+        }
+        case 'progress': {
+          // The ack window again from now: the message's own timeout, else the default.
+          const window = (head: EntryHead) => {
+            const own = head.message.timeout_ms;
+            return typeof own === 'number' && own > 0 ? own : this.host.config.ackTimeoutMs;
+          };
+          const outcome = await this.host.buffer.extendDeadline(agent, frame.seq, frame.message_id, window);
+          if (outcome === 'mismatch') this.send(errorFrame('INVALID_ENVELOPE', `seq ${frame.seq} is not message ${frame.message_id}`));
           return;
         }
         case 'reject': {

@@ -41,6 +41,18 @@ export interface AckFrame {
   traceparent: string | undefined;
 }
 
+/**
+ * `progress` (an addition to DESIGN §4): the agent is still working on the delivery. Its ack
+ * deadline moves to now + the delivery's ack window (the message's timeout_ms, else
+ * REACH_ACK_TIMEOUT_MS), so a handler longer than the window is not retried elsewhere while it
+ * runs. Nothing is answered; a progress for a delivery already answered is ignored.
+ */
+export interface ProgressFrame {
+  type: 'progress';
+  seq: number;
+  message_id: string;
+}
+
 export interface RejectFrame {
   type: 'reject';
   seq: number;
@@ -86,7 +98,7 @@ export interface RefreshTokenFrame {
   token: string;
 }
 
-export type AgentFrame = HelloFrame | AckFrame | RejectFrame | ResultFrame | SendFrame | PingFrame | RefreshTokenFrame;
+export type AgentFrame = HelloFrame | AckFrame | ProgressFrame | RejectFrame | ResultFrame | SendFrame | PingFrame | RefreshTokenFrame;
 
 /** A frame that could not be understood; the connection stays open and gets an `error` frame. */
 export interface FrameError {
@@ -154,6 +166,8 @@ export function parseAgentFrame(text: string): AgentFrame | FrameError {
         return { type: 'hello', agent_id: optString(f, 'agent_id'), token: optString(f, 'token'), last_seq: seqOf(f, 'last_seq', false) };
       case 'ack':
         return { type: 'ack', seq: seqOf(f, 'seq', true)!, message_id: reqString(f, 'message_id'), traceparent: traceparentOf(f) };
+      case 'progress':
+        return { type: 'progress', seq: seqOf(f, 'seq', true)!, message_id: reqString(f, 'message_id') };
       case 'reject': {
         const code = f.code;
         if (code !== undefined && code !== null && typeof code !== 'number' && typeof code !== 'string') throw new Error('code must be a number or a string');

@@ -1,7 +1,7 @@
 import { ReachError } from '@reach/core';
 import type { Redis } from '@reach/store';
 import { APPEND, FAIL_OVER, FILL, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
-import { deadlineJson, midPrefix } from './entry.js';
+import { deadlineJson, headOf, midPrefix, parseHead, type EntryHead } from './entry.js';
 import { LANES, type LaneIndex, type PerLane } from './lanes.js';
 
 /**
@@ -387,6 +387,25 @@ export class ReplayBuffer {
     return call('fail over', async () =>
       Number(await this.scripts.reachFailOver(keys.buf(agent), keys.deadlines, keys.lost(agent), agent, now, this.ttlS * 1000)),
     );
+  }
+
+  /**
+   * A `progress` frame: the delivery's ack deadline moves to `until` if it is still in flight
+   * (`XX`) and that is later (`GT`). 'mismatch' when the seq holds another message.
+   */
+  async extendDeadline(
+    agent: string,
+    seq: number,
+    messageId: string,
+    windowOf: (head: EntryHead) => number,
+    now: number = Date.now(),
+  ): Promise<'extended' | 'unchanged' | 'mismatch'> {
+    const entry = await this.peek(agent, seq);
+    if (entry === undefined) return 'unchanged'; // answered meanwhile
+    const head = parseHead(headOf(entry));
+    if (!head || head.mid !== messageId) return 'mismatch';
+    const changed = await call('extend deadline', () => this.redis.zadd(keys.deadlines, 'XX', 'GT', 'CH', now + windowOf(head), deadlineMember(agent, seq)));
+    return Number(changed) > 0 ? 'extended' : 'unchanged';
   }
 
   /** When the agent was marked lost (failOver), if it has not connected since. */

@@ -27,6 +27,12 @@ describe('dispatcher protocol: agent frames', () => {
     expect(parseAgentFrame('{"type":"reject","seq":3,"message_id":"m","retryable":"yes"}')).toMatchObject({ type: 'invalid' });
   });
 
+  it('reads progress, which needs seq and message_id', () => {
+    expect(parseAgentFrame('{"type":"progress","seq":4,"message_id":"msg_1"}')).toEqual({ type: 'progress', seq: 4, message_id: 'msg_1' });
+    expect(parseAgentFrame('{"type":"progress","message_id":"msg_1"}')).toMatchObject({ type: 'invalid', message: 'progress: seq is required' });
+    expect(parseAgentFrame('{"type":"progress","seq":4}')).toMatchObject({ type: 'invalid' });
+  });
+
   it('reads result with a JSON payload or payload_b64; status defaults to ok', () => {
     expect(parseAgentFrame('{"type":"result","message_id":"m","payload":{"a":1}}')).toMatchObject({ type: 'result', status: 'ok', payload: { a: 1 } });
     expect(parseAgentFrame('{"type":"result","message_id":"m","status":"error","payload_b64":"AAE="}')).toMatchObject({ status: 'error', payload_b64: 'AAE=' });

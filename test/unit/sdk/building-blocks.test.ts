@@ -9,11 +9,22 @@ import {
   contextToHeaders,
   dedupeKey,
   parseServerFrame,
+  progressIntervalMs,
   reconnectDelayMs,
   refreshDelayMs,
   tokenLifetime,
   connectionFromEnv,
 } from '@reach/sdk';
+
+describe('progress while a handler runs', () => {
+  it('reports every third of the ack window, between 0.5 s and 10 s', () => {
+    const now = 1_000_000;
+    expect(progressIntervalMs({ deadline: now + 10_000 }, now)).toBe(3_333);
+    expect(progressIntervalMs({ deadline: now + 600 }, now)).toBe(500);
+    expect(progressIntervalMs({ deadline: now + 120_000 }, now)).toBe(10_000);
+    expect(progressIntervalMs({ deadline: undefined }, now)).toBe(3_000);
+  });
+});
 
 describe('reconnect backoff (SPEC R-G1: 1 s doubling to 32 s plus jitter)', () => {
   it('doubles from 1 s and stays at 32 s without jitter', () => {
