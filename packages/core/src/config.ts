@@ -352,7 +352,7 @@ export const OPTIONS = {
   wsIdleTimeoutMs: int('REACH_WS_IDLE_TIMEOUT_MS', 30000, 'A WebSocket silent this long is closed with 4008 (SPEC R-C3).', { min: 200 }),
   wsReconnectGraceMs: int(
     'REACH_WS_RECONNECT_GRACE_MS',
-    1000,
+    2000,
     'How long an agent whose socket died may take to reconnect and get its un-acked deliveries replayed; after that they fail over to another candidate at once (1002) instead of waiting for their ack deadline (SPEC: traffic flows on the other agents within 3 s).',
     { min: 0 },
   ),

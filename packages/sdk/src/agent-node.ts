@@ -91,6 +91,7 @@ export class AgentNode implements AgentApi {
     this.runner = new DeliveryRunner({
       maxConcurrency: options.descriptor.metadata?.max_concurrency ?? 10,
       dedupe: options.dedupe,
+      ...(options.reportProgress === undefined ? {} : { reportProgress: options.reportProgress }),
       log: this.log,
       agentId: () => this.agentId,
       send: (frame) => this.sendFrame(frame),

@@ -27,6 +27,8 @@ interface Job {
 export interface DeliveryRunnerDeps {
   maxConcurrency: number;
   dedupe?: DedupeOptions;
+  /** Send `progress` frames while handlers run (default true). */
+  reportProgress?: boolean;
   log: Logger;
   agentId: () => string | undefined;
   /** Writes a frame to the dispatcher (or keeps it until the next connection). */
@@ -222,8 +224,11 @@ export class DeliveryRunner {
     let failure: Failure | undefined;
     // A handler longer than the ack window must not look dead: `progress` frames keep moving the
     // delivery's deadline while it runs, so it is never retried on another agent meanwhile.
-    const progress = setInterval(() => this.deps.send({ type: 'progress', seq: d.seq, message_id: m.message_id }), progressIntervalMs(d));
-    progress.unref();
+    const progress =
+      this.deps.reportProgress === false
+        ? undefined
+        : setInterval(() => this.deps.send({ type: 'progress', seq: d.seq, message_id: m.message_id }), progressIntervalMs(d));
+    progress?.unref();
     try {
       const value = await job.handler(m, ctx);
       outcome = { kind: 'ok', payload: value === undefined ? null : value, headers: contextToHeaders(session.changes()) };

@@ -42,6 +42,12 @@ export interface AgentNodeOptions {
   tokenRefreshRatio?: number;
   /** Redelivery dedupe cache bounds. Default 10 000 entries, 64 MiB, 30 min (SPEC R-G4). */
   dedupe?: DedupeOptions;
+  /**
+   * Send `progress` frames while a handler runs, so a handler longer than the ack window is
+   * not retried elsewhere (default true). Off, a handler that outlives its ack deadline is
+   * treated as a silent agent: the delivery is retried on another agent.
+   */
+  reportProgress?: boolean;
   /** stop() on SIGTERM/SIGINT, then re-raise the signal. Default true. */
   handleSignals?: boolean;
   /** Source of randomness for jitter. Default Math.random. */

@@ -77,3 +77,10 @@ export function createRedis(url: string, logger: Logger, opts: RedisClientOption
 }
 
 export type { Redis, RedisOptions } from 'ioredis';
+
+/**
+ * The dispatcher's ack journal: acks taken from an agent's buffer whose DELIVERED event may not
+ * be written yet (hash: message id → entry; sorted set: message id by ack time). The
+ * retry-scheduler's stuck sweep reads it so it never declares DEAD a message an agent acked.
+ */
+export const ACK_JOURNAL = { acked: 'reach:acked', ackedAt: 'reach:acked-at' } as const;

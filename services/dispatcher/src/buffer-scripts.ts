@@ -194,7 +194,11 @@ return out`;
  * the whole entry with ARGV[13] = '1'), 0 = gone (already answered or failed), 2 = the seq holds
  * another message. With ARGV[11] = '1' the head is kept as the message's result context
  * (KEYS[9]) for its ctx_ttl_s. The delivery's ack deadline (member ARGV[12]) goes too.
- *   ARGV[9] seq  ARGV[10] message id prefix
+ * An ack (ARGV[14] = its time, epoch ms; '' otherwise) is journaled in the same step:
+ * `<agent>|<seq>|<acked at>|<head>` under the message id in KEYS[10] and the id in KEYS[11] scored by the ack time, until its
+ * DELIVERED event is produced (ack-journal.ts) — an ack taken here is never lost to a Kafka
+ * outage or a crash before the produce.
+ *   ARGV[9] seq  ARGV[10] message id prefix  ARGV[15] message id
  */
 export const TAKE =
   FILL_FUNCTIONS +
@@ -212,6 +216,10 @@ if ARGV[11] == '1' then
   if ttl and ttl > 0 then redis.call('SET', KEYS[9], head, 'EX', math.floor(ttl)) end
 end
 redis.call('ZREM', KEYS[3], ARGV[12])
+if ARGV[14] ~= '' then
+  redis.call('HSET', KEYS[10], ARGV[15], ARGV[8] .. '|' .. ARGV[9] .. '|' .. ARGV[14] .. '|' .. head)
+  redis.call('ZADD', KEYS[11], ARGV[14], ARGV[15])
+end
 local out = {1, head}
 if ARGV[13] == '1' then out[2] = e end
 for _, v in ipairs(fill(flow())) do out[#out + 1] = v end

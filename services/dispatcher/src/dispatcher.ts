@@ -15,6 +15,7 @@ import { Promoter } from './promotions.js';
 import { routedBatchHandler } from './routed-consumer.js';
 import { DeadlineClaims } from './deadlines.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
+import { AckJournal } from './ack-journal.js';
 import { Failures } from './failures.js';
 import { budgetPolicyOf, retryPolicyOf } from '@reach/routing';
 import { ReplayBuffer, keys } from './replay-buffer.js';
@@ -198,9 +199,12 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     intervalMs: config.deadlineSweepMs,
   });
   sweeper.start();
+  const journal = new AckJournal({ redis, buffer, outcomes, producer: ctx.producer, log });
+  journal.start();
 
   ctx.onShutdown(async () => {
     await sweeper.stop();
+    await journal.stop();
     gateway.close();
     await pusher.close();
     await gateway.drain();

@@ -78,22 +78,33 @@ export class Outcomes {
     envelope: Envelope,
     ctx: { attempt: number; parent: string | null },
     extra: Partial<{ code: number; reason: string; detail: unknown }> = {},
+    at: number = Date.now(),
   ): OutRecord {
-    return statusRecord(this.d.codec, {
-      state,
-      envelope,
-      service: this.d.service,
-      instance: this.d.instance,
-      attempt: ctx.attempt,
-      agentId: agent,
-      parentMessageId: ctx.parent,
-      ...extra,
-    });
+    return statusRecord(
+      this.d.codec,
+      {
+        state,
+        envelope,
+        service: this.d.service,
+        instance: this.d.instance,
+        attempt: ctx.attempt,
+        agentId: agent,
+        parentMessageId: ctx.parent,
+        ...extra,
+      },
+      at,
+    );
+  }
+
+  /** The DELIVERED event of an ack, at the time it was acked (also for the ack journal). */
+  delivered(agent: string, head: EntryHead, at: number): OutRecord {
+    return this.status('DELIVERED', agent, envelopeFromMessageJson(head.message), head, {}, at);
   }
 
   /** The agent acknowledged delivery `seq`: DELIVERED (its context stays for a result). */
   async ack(agent: string, seq: number, messageId: string): Promise<AnswerOutcome> {
-    const taken = await this.d.buffer.take(agent, seq, messageId, true);
+    const ackedAt = Date.now();
+    const taken = await this.d.buffer.take(agent, seq, messageId, true, false, ackedAt, ackedAt);
     if (taken.kind === 'gone') this.late('ack', agent, seq, messageId);
     if (taken.kind !== 'taken') return taken.kind;
     this.d.promoted?.(taken.promotions);
@@ -101,7 +112,16 @@ export class Outcomes {
     if (!head) return 'done';
     recordDispatchSpan(this.tracer, head, agent, 'ack', { seq });
     const envelope = envelopeFromMessageJson(head.message);
-    this.d.outbox.post([this.status('DELIVERED', agent, envelope, head)], 'DELIVERED status', { trace_id: envelope.trace_id, message_id: messageId });
+    // Journaled with the take: settled once DELIVERED is written; if it cannot be (Kafka away,
+    // this process killed), the ack journal produces it later (ack-journal.ts).
+    this.d.outbox
+      .send([this.status('DELIVERED', agent, envelope, head, {}, ackedAt)])
+      .then(
+        () => this.d.buffer.settleAck(messageId),
+        (err: unknown) =>
+          this.d.log.warn({ err, trace_id: envelope.trace_id, message_id: messageId }, 'DELIVERED not produced yet; the ack journal retries it'),
+      )
+      .catch((err: unknown) => this.d.log.warn({ err, message_id: messageId }, 'could not settle a journaled ack; it is produced again (harmless)'));
     this.d.metrics.acks.inc();
     this.d.circuits?.record(agent, true);
     return 'done';
@@ -197,14 +217,18 @@ export class Outcomes {
       replyId = reply.message_id;
     }
     // A result for a delivery not acked yet is its ack too: it leaves the buffer (not replayed).
+    let journaled = false;
     if (unacked && inflightSeq !== undefined) {
-      const taken = await this.d.buffer.take(agent, inflightSeq, r.message_id, true);
+      const now = Date.now();
+      const taken = await this.d.buffer.take(agent, inflightSeq, r.message_id, true, false, now, now);
       if (taken.kind === 'taken') {
+        journaled = true;
         this.d.promoted?.(taken.promotions);
         recordDispatchSpan(this.tracer, ctx, agent, 'result', { seq: inflightSeq });
       }
     }
     await this.d.outbox.send(out);
+    if (journaled) await this.d.buffer.settleAck(r.message_id);
     this.d.metrics.results.inc();
     return replyId;
   }

@@ -1,5 +1,5 @@
 import { ReachError } from '@reach/core';
-import type { Redis } from '@reach/store';
+import { ACK_JOURNAL, type Redis } from '@reach/store';
 import { APPEND, FAIL_OVER, FILL, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
 import { deadlineJson, headOf, midPrefix, parseHead, type EntryHead } from './entry.js';
 import { LANES, type LaneIndex, type PerLane } from './lanes.js';
@@ -77,11 +77,33 @@ export const keys = {
    * range read; on Redis Cluster it must be split by slot (not needed for one Redis).
    */
   deadlines: 'reach:deadlines',
+  /**
+   * The ack journal (ack-journal.ts): acks taken whose DELIVERED event is not produced yet.
+   * Hash: message id → `<agent>|<seq>|<acked at>|<head>`; sorted set: message id by ack time.
+   */
+  acked: ACK_JOURNAL.acked,
+  ackedAt: ACK_JOURNAL.ackedAt,
   /** Set when the agent's socket died and did not come back within the grace: epoch ms. */
   lost: (agent: string) => `reach:lost:{${agent}}`,
   /** Wait deadlines of every waiting entry: score = epoch ms, member = `<agent>|<lane>|<order>`. */
   waitDeadlines: 'reach:wait-deadlines',
 };
+
+/** An ack taken from the buffer whose DELIVERED event may not be written yet. */
+export interface JournaledAck {
+  agent: string;
+  seq: number;
+  ackedAt: number;
+  head: string;
+}
+
+export function parseJournaledAck(v: string): JournaledAck | undefined {
+  const a = v.indexOf('|');
+  const b = v.indexOf('|', a + 1);
+  const c = v.indexOf('|', b + 1);
+  if (a <= 0 || b <= a || c <= b) return undefined;
+  return { agent: v.slice(0, a), seq: Number(v.slice(a + 1, b)), ackedAt: Number(v.slice(b + 1, c)), head: v.slice(c + 1) };
+}
 
 /** The deadline member of a delivery. */
 export function deadlineMember(agent: string, seq: number): string {
@@ -197,7 +219,7 @@ export class ReplayBuffer {
     private readonly flow: FlowPolicy = { limitOf: () => 0, weights: [60, 30, 10] },
   ) {
     redis.defineCommand('reachAppend', { numberOfKeys: 10, lua: APPEND });
-    redis.defineCommand('reachTake', { numberOfKeys: 9, lua: TAKE });
+    redis.defineCommand('reachTake', { numberOfKeys: 11, lua: TAKE });
     redis.defineCommand('reachTakeExpired', { numberOfKeys: 8, lua: TAKE_EXPIRED });
     redis.defineCommand('reachFill', { numberOfKeys: 8, lua: FILL });
     redis.defineCommand('reachTakeWaiting', { numberOfKeys: 8, lua: TAKE_WAITING });
@@ -288,19 +310,32 @@ export class ReplayBuffer {
   /**
    * Removes an acked (or rejected) delivery and returns its head, and what was promoted into
    * the freed slot; only the first of concurrent takes gets it. `keepContext`: keep the head
-   * for a result that may follow (acks, not rejects).
+   * for a result that may follow (acks, not rejects). `ackedAt`: this is an ack, journaled with
+   * the take until its DELIVERED event is produced (settleAck).
    */
-  async take(agent: string, seq: number, messageId: string, keepContext: boolean, whole = false, now: number = Date.now()): Promise<TakeOutcome> {
+  async take(
+    agent: string,
+    seq: number,
+    messageId: string,
+    keepContext: boolean,
+    whole = false,
+    now: number = Date.now(),
+    ackedAt?: number,
+  ): Promise<TakeOutcome> {
     const r = await call('take', () =>
       this.scripts.reachTake(
         ...this.flowKeys(agent),
         keys.result(agent, messageId),
+        keys.acked,
+        keys.ackedAt,
         ...this.flowArgv(agent, now),
         seq,
         midPrefix(messageId),
         keepContext ? '1' : '0',
         deadlineMember(agent, seq),
         whole ? '1' : '0',
+        ackedAt === undefined ? '' : ackedAt,
+        messageId,
       ),
     );
     const status = Number(r[0]);
@@ -406,6 +441,18 @@ export class ReplayBuffer {
     if (!head || head.mid !== messageId) return 'mismatch';
     const changed = await call('extend deadline', () => this.redis.zadd(keys.deadlines, 'XX', 'GT', 'CH', now + windowOf(head), deadlineMember(agent, seq)));
     return Number(changed) > 0 ? 'extended' : 'unchanged';
+  }
+
+  /** The ack's DELIVERED event is produced: it leaves the journal. */
+  async settleAck(messageId: string): Promise<void> {
+    await call('settle ack', () => this.redis.multi().hdel(keys.acked, messageId).zrem(keys.ackedAt, messageId).exec());
+  }
+
+  /** Journaled acks by message id (undefined: not journaled, or its DELIVERED is written). */
+  async journaledAcks(messageIds: readonly string[]): Promise<Array<JournaledAck | undefined>> {
+    if (messageIds.length === 0) return [];
+    const values = await call('read acks', () => this.redis.hmget(keys.acked, ...messageIds));
+    return values.map((v) => (v === null ? undefined : parseJournaledAck(v)));
   }
 
   /** When the agent was marked lost (failOver), if it has not connected since. */

@@ -3,6 +3,7 @@ import { runDelayStage, TOPICS, valueSubject } from '@reach/kafka';
 import { deadLetterRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
 import { budgetPolicyOf, isHold } from '@reach/routing';
 import { NOOP_SPAN } from '@reach/tracing';
+import { ACK_JOURNAL } from '@reach/store';
 import { republish } from './republish.js';
 import { StuckSweeper } from './stuck-sweeper.js';
 
@@ -93,6 +94,11 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     graceMs: config.stuckGraceMs,
     log: ctx.log,
     onDeclared: (code) => expired.inc({ code: String(code), source: 'sweep' }),
+    acked: async (ids) => {
+      if (ids.length === 0) return new Set();
+      const found = await ctx.redis.hmget(ACK_JOURNAL.acked, ...ids);
+      return new Set(ids.filter((_, i) => found[i] !== null));
+    },
   });
   sweeper.start();
   ctx.onShutdown(() => sweeper.stop());
@@ -103,5 +109,6 @@ await runService({
   port: 'retrySchedulerPort',
   options: OPTIONS,
   postgres: true,
+  redis: true,
   start,
 });

@@ -35,6 +35,11 @@ export interface StuckSweeperDeps {
   graceMs: number;
   log: Logger;
   onDeclared?: (code: number) => void;
+  /**
+   * The ids among these whose ack the dispatcher holds in its journal (DELIVERED not written
+   * yet): never declared DEAD. Throws when that cannot be known; the round is then skipped.
+   */
+  acked?: (messageIds: readonly string[]) => Promise<ReadonlySet<string>>;
 }
 
 /** The read-model columns the sweep selects. */
@@ -117,8 +122,16 @@ export class StuckSweeper {
       );
       const out: OutRecord[] = [];
       const ids: Array<{ id: string; code: number }> = [];
+      const acked = (await this.d.acked?.(res.rows.map((r) => r.message_id))) ?? new Set<string>();
       for (const row of res.rows) {
         if (this.declared.has(row.message_id)) continue;
+        if (acked.has(row.message_id)) {
+          this.d.log.info(
+            { message_id: row.message_id, status: row.status },
+            'past its budget but acked by its agent: its DELIVERED is on the way, not declared DEAD',
+          );
+          continue;
+        }
         const deadline = stuckDeadline(row, this.d.budget);
         if (deadline + this.d.graceMs > now) continue;
         out.push(...this.deadRecords(row, deadline, now));

@@ -9,6 +9,8 @@ import { eventually } from '../../helpers/wait.js';
 // R-D2, R-D3, R-D4, R-D6): SDK agents on real WebSockets, real Kafka topics watched by taps.
 const client = testClient();
 const cap = (what: string) => uniqueName(`rel_${what}`).replace(/-/g, '_');
+/** A hung handler that sends no `progress`: the agent never answers, as a stuck or silent one would. */
+const SILENT = { reportProgress: false };
 
 interface Status {
   status: string;
@@ -187,7 +189,8 @@ describe('ack deadlines and failover (SPEC R-B9, R-C7)', () => {
     const capability = cap('failover');
     let release: () => void = () => undefined;
     const hung = new Promise<void>((r) => (release = r));
-    const stuck = await startTestAgent({ handlers: { [capability]: async () => hung.then(() => ({ late: true })) } });
+    // Its handler hangs without reporting progress: to the dispatcher the agent is silent.
+    const stuck = await startTestAgent({ handlers: { [capability]: async () => hung.then(() => ({ late: true })) }, node: SILENT });
     const healthy = await startTestAgent({ handlers: { [capability]: async () => ({ ok: true }) } });
     // Prefer the stuck agent so the first attempt surely goes there.
     const sent = await client.submit({ capability, payload: {}, timeout_ms: 700, headers: { 'reach-preferred-agent': stuck.agentId } });
@@ -209,7 +212,7 @@ describe('ack deadlines and failover (SPEC R-B9, R-C7)', () => {
 
   it('an agent killed mid-stream: its un-acked deliveries reach the other agent', async () => {
     const capability = cap('killed');
-    const victim = await startTestAgent({ handlers: { [capability]: () => new Promise(() => undefined) } });
+    const victim = await startTestAgent({ handlers: { [capability]: () => new Promise(() => undefined) }, node: SILENT });
     const survivor = await startTestAgent({ handlers: { [capability]: async () => ({ ok: true }) } });
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
@@ -226,7 +229,7 @@ describe('ack deadlines and failover (SPEC R-B9, R-C7)', () => {
 describe('time budget (SPEC R-D2)', () => {
   it('a retry that cannot start before the budget ends: DEAD 3005 with a BUDGET_EXCEEDED dead letter', async () => {
     const capability = cap('budget');
-    await startTestAgent({ handlers: { [capability]: () => new Promise(() => undefined) } });
+    await startTestAgent({ handlers: { [capability]: () => new Promise(() => undefined) }, node: SILENT });
     // health_check: 5 s budget. Attempt 0 times out at 3 s; attempt 1's deadline is cut to the
     // budget's end (5 s), and no retry can start before it.
     const sent = await client.submit({ capability, payload: {}, message_type: 'health_check', timeout_ms: 3000 });
@@ -238,7 +241,7 @@ describe('time budget (SPEC R-D2)', () => {
 
   it('past expire_at: DEAD 3006 with an EXPIRED dead letter', async () => {
     const capability = cap('expire');
-    await startTestAgent({ handlers: { [capability]: () => new Promise(() => undefined) } });
+    await startTestAgent({ handlers: { [capability]: () => new Promise(() => undefined) }, node: SILENT });
     const sent = await client.submit({ capability, payload: {}, timeout_ms: 1000, expire_at: Date.now() + 1500 });
     const s = await reaches(sent.message_id, 'DEAD', 10_000);
     expect(s.code).toBe(3006);

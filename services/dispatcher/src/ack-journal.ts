@@ -1,0 +1,66 @@
+import type { Logger } from '@reach/core';
+import { produceAll, type OutRecord, type Producer } from '@reach/kafka';
+import { PeriodicJob } from '@reach/service-kit';
+import { DeadlineClaims } from './deadlines.js';
+import { parseHead } from './entry.js';
+import type { Outcomes } from './outcomes.js';
+import { keys, type ReplayBuffer } from './replay-buffer.js';
+
+/** How often each instance looks for journaled acks whose DELIVERED was not written. */
+export const ACK_JOURNAL_SWEEP_MS = 1_000;
+/** An ack is only re-produced once it is this old: before that its own produce is still going. */
+export const ACK_SETTLE_GRACE_MS = 5_000;
+/** A claimed ack not settled within this lease is claimed again (e.g. the claimer died). */
+const CLAIM_LEASE_MS = 30_000;
+const BATCH = 200;
+
+/**
+ * Makes every ack the dispatcher took end DELIVERED, whatever happens between the take and the
+ * produce (SPEC: an ack is never lost). The take script journals each ack with its head and
+ * time (replay-buffer.ts `acked`); the ack path removes it once DELIVERED is written. What is
+ * still there after ACK_SETTLE_GRACE_MS — Kafka was away for longer than the producer's
+ * retries, or the instance died between the take and the produce — is produced here, with the
+ * original ack time, by whichever instance claims it first. A duplicate DELIVERED (the first
+ * produce succeeded but its settle did not) is harmless: the tracker skips a state it has.
+ */
+export class AckJournal {
+  private readonly job: PeriodicJob;
+  private readonly claims: DeadlineClaims;
+
+  constructor(
+    private readonly d: { redis: ConstructorParameters<typeof DeadlineClaims>[0]; buffer: ReplayBuffer; outcomes: Outcomes; producer: Producer; log: Logger },
+    intervalMs = ACK_JOURNAL_SWEEP_MS,
+  ) {
+    this.claims = new DeadlineClaims(d.redis, CLAIM_LEASE_MS, keys.ackedAt);
+    this.job = new PeriodicJob('ack journal', intervalMs, () => this.sweep(), d.log);
+  }
+
+  start(): void {
+    this.job.start();
+  }
+
+  stop(): Promise<void> {
+    return this.job.stop();
+  }
+
+  /** One round: produces the DELIVERED events of acks older than the grace; returns how many. */
+  async sweep(now: number = Date.now()): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const ids = await this.claims.claim(now - ACK_SETTLE_GRACE_MS, BATCH);
+      if (ids.length === 0) return total;
+      const acks = await this.d.buffer.journaledAcks(ids);
+      const records: OutRecord[] = [];
+      acks.forEach((a, i) => {
+        const head = a && parseHead(a.head);
+        if (a && head) records.push(this.d.outcomes.delivered(a.agent, head, a.ackedAt));
+        else this.d.log.error({ message_id: ids[i] }, 'unreadable ack journal entry dropped');
+      });
+      await produceAll(this.d.producer, records);
+      await Promise.all(ids.map((id) => this.d.buffer.settleAck(id)));
+      this.d.log.warn({ count: records.length }, 'acks whose DELIVERED had not been written were produced from the ack journal');
+      total += ids.length;
+      if (ids.length < BATCH) return total;
+    }
+  }
+}

@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '@reach/core';
+import { testClient, uniqueName } from '@reach/sdk/testing';
+import { ACK_JOURNAL, createRedis, type Redis } from '@reach/store';
+import { adminToken, stack, urls } from '../../helpers/env.js';
+import { eventually } from '../../helpers/wait.js';
+import { TestAgent } from './harness.js';
+
+// An ack the dispatcher took is journaled with the take (one script) and leaves the journal
+// once its DELIVERED event is written. One whose DELIVERED never got written — Kafka away for
+// longer than the producer retries, or the dispatcher killed between the take and the produce —
+// is produced from the journal by the running dispatcher, with the original ack time.
+const client = testClient();
+const admin = { authorization: `Bearer ${adminToken()}` };
+const registered: string[] = [];
+let redis: Redis;
+
+beforeAll(() => {
+  redis = createRedis(stack.redisUrl, silentLogger);
+});
+afterAll(async () => {
+  await Promise.all(registered.map((id) => fetch(`${urls.registry}/v1/agents/${id}`, { method: 'DELETE', headers: admin })));
+  redis?.disconnect();
+});
+
+async function agentFor(capability: string): Promise<{ id: string; agent: TestAgent }> {
+  const id = uniqueName('it.journal').replace(/-/g, '.');
+  const res = await fetch(`${urls.registry}/v1/agents`, {
+    method: 'POST',
+    headers: { ...admin, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      agent_id: id,
+      agent_type: 'journal',
+      capabilities: [{ name: capability, mode: 'handle' }],
+      metadata: { max_concurrency: 10 },
+      ttl_s: 60,
+    }),
+  });
+  expect(res.status).toBe(201);
+  registered.push(id);
+  const { token } = (await res.json()) as { token: string };
+  return { id, agent: (await TestAgent.connect(id, { token })).agent };
+}
+
+const status = async (id: string) =>
+  (await fetch(`${urls.ingress}/v1/messages/${id}`, { headers: admin }).then((r) => r.json())) as { status: string; agent_id: string | null; attempt: number };
+
+describe('the ack journal', () => {
+  it('an ack whose DELIVERED was written leaves the journal', async () => {
+    const capability = uniqueName('journal_ok').replace(/-/g, '_');
+    const { id, agent } = await agentFor(capability);
+    const sent = await client.submit({ capability, payload: {}, headers: { 'reach-preferred-agent': id } });
+    const deliver = await agent.next((f) => f.type === 'deliver');
+    agent.send({ type: 'ack', seq: deliver.seq, message_id: sent.message_id });
+    await eventually('DELIVERED', async () => (await status(sent.message_id)).status === 'DELIVERED');
+    await eventually('settled', async () => (await redis.hexists(ACK_JOURNAL.acked, sent.message_id)) === 0);
+    expect(await redis.zscore(ACK_JOURNAL.ackedAt, sent.message_id)).toBeNull();
+    agent.ws.close();
+  });
+
+  it('an ack taken but never produced ends DELIVERED from the journal, at its ack time', async () => {
+    const capability = uniqueName('journal_lost').replace(/-/g, '_');
+    const { id, agent } = await agentFor(capability);
+    const sent = await client.submit({ capability, payload: {}, headers: { 'reach-preferred-agent': id } });
+    const deliver = await agent.next((f) => f.type === 'deliver');
+    await eventually('DELIVERING', async () => (await status(sent.message_id)).status === 'DELIVERING');
+    // What the take script does for an ack, with the produce that would follow lost: the entry
+    // leaves the buffer and its deadline, the head goes into the journal.
+    const bufKey = `reach:buf:{${id}}`;
+    const [entry] = await redis.zrangebyscore(bufKey, deliver.seq as number, deliver.seq as number);
+    expect(entry).toBeDefined();
+    const head = entry!.slice(0, entry!.indexOf('\n'));
+    const ackedAt = Date.now() - 1_000;
+    await redis
+      .multi()
+      .zrem(bufKey, entry!)
+      .zrem('reach:deadlines', `${id}|${deliver.seq as number}`)
+      .hset(ACK_JOURNAL.acked, sent.message_id, `${id}|${deliver.seq as number}|${ackedAt}|${head}`)
+      .zadd(ACK_JOURNAL.ackedAt, ackedAt, sent.message_id)
+      .exec();
+    const row = await eventually('DELIVERED from the journal', async () => {
+      const s = await status(sent.message_id);
+      return s.status === 'DELIVERED' ? s : undefined;
+    });
+    expect(row).toMatchObject({ agent_id: id, attempt: 0 });
+    const { events } = (await fetch(`${urls.ingress}/v1/messages/${sent.message_id}/events`, { headers: admin }).then((r) => r.json())) as {
+      events: Array<{ state: string; at: string; code: number | null }>;
+    };
+    const delivered = events.filter((e) => e.state === 'DELIVERED');
+    expect(delivered).toHaveLength(1);
+    expect(Date.parse(delivered[0]!.at)).toBe(ackedAt);
+    expect(events.filter((e) => e.code !== null)).toEqual([]); // never failed, never retried
+    expect(await redis.hexists(ACK_JOURNAL.acked, sent.message_id)).toBe(0);
+    agent.ws.close();
+  });
+});
