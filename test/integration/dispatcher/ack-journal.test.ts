@@ -4,7 +4,7 @@ import { testClient, uniqueName } from '@reach/sdk/testing';
 import { ACK_JOURNAL, createRedis, type Redis } from '@reach/store';
 import { adminToken, stack, urls } from '../../helpers/env.js';
 import { eventually } from '../../helpers/wait.js';
-import { TestAgent } from './harness.js';
+import { deregisterAgents, registeredAgent } from './harness.js';
 
 // An ack the dispatcher took is journaled with the take (one script) and leaves the journal
 // once its DELIVERED event is written. One whose DELIVERED never got written — Kafka away for
@@ -19,38 +19,26 @@ beforeAll(() => {
   redis = createRedis(stack.redisUrl, silentLogger);
 });
 afterAll(async () => {
-  await Promise.all(registered.map((id) => fetch(`${urls.registry}/v1/agents/${id}`, { method: 'DELETE', headers: admin })));
+  await deregisterAgents(registered);
   redis?.disconnect();
 });
-
-async function agentFor(capability: string): Promise<{ id: string; agent: TestAgent }> {
-  const id = uniqueName('it.journal').replace(/-/g, '.');
-  const res = await fetch(`${urls.registry}/v1/agents`, {
-    method: 'POST',
-    headers: { ...admin, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      agent_id: id,
-      agent_type: 'journal',
-      capabilities: [{ name: capability, mode: 'handle' }],
-      metadata: { max_concurrency: 10 },
-      ttl_s: 60,
-    }),
-  });
-  expect(res.status).toBe(201);
-  registered.push(id);
-  const { token } = (await res.json()) as { token: string };
-  return { id, agent: (await TestAgent.connect(id, { token })).agent };
-}
 
 const status = async (id: string) =>
   (await fetch(`${urls.ingress}/v1/messages/${id}`, { headers: admin }).then((r) => r.json())) as { status: string; agent_id: string | null; attempt: number };
 
+/** A raw agent for a fresh capability, and the first message delivered to it (not answered). */
+async function oneDelivery(what: string) {
+  const capability = uniqueName(what).replace(/-/g, '_');
+  const { id, agent } = await registeredAgent(capability, 'it.journal');
+  registered.push(id);
+  const sent = await client.submit({ capability, payload: {}, headers: { 'reach-preferred-agent': id } });
+  const deliver = await agent.next((f) => f.type === 'deliver');
+  return { id, agent, sent, deliver };
+}
+
 describe('the ack journal', () => {
   it('an ack whose DELIVERED was written leaves the journal', async () => {
-    const capability = uniqueName('journal_ok').replace(/-/g, '_');
-    const { id, agent } = await agentFor(capability);
-    const sent = await client.submit({ capability, payload: {}, headers: { 'reach-preferred-agent': id } });
-    const deliver = await agent.next((f) => f.type === 'deliver');
+    const { agent, sent, deliver } = await oneDelivery('journal_ok');
     agent.send({ type: 'ack', seq: deliver.seq, message_id: sent.message_id });
     await eventually('DELIVERED', async () => (await status(sent.message_id)).status === 'DELIVERED');
     await eventually('settled', async () => (await redis.hexists(ACK_JOURNAL.acked, sent.message_id)) === 0);
@@ -59,10 +47,7 @@ describe('the ack journal', () => {
   });
 
   it('an ack taken but never produced ends DELIVERED from the journal, at its ack time', async () => {
-    const capability = uniqueName('journal_lost').replace(/-/g, '_');
-    const { id, agent } = await agentFor(capability);
-    const sent = await client.submit({ capability, payload: {}, headers: { 'reach-preferred-agent': id } });
-    const deliver = await agent.next((f) => f.type === 'deliver');
+    const { id, agent, sent, deliver } = await oneDelivery('journal_lost');
     await eventually('DELIVERING', async () => (await status(sent.message_id)).status === 'DELIVERING');
     // What the take script does for an ack, with the produce that would follow lost: the entry
     // leaves the buffer and its deadline, the head goes into the journal.

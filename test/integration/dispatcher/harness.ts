@@ -213,3 +213,31 @@ export async function startInstance(env: Record<string, string> = {}): Promise<I
     },
   };
 }
+
+/**
+ * An agent registered at the registry for `capability` (so the router can choose it), connected
+ * with the raw protocol: it records frames and answers nothing by itself. Deregister it with
+ * `deregisterAgents` when done.
+ */
+export async function registeredAgent(capability: string, prefix = 'it.raw'): Promise<{ id: string; agent: TestAgent; token: string }> {
+  const id = agentId(prefix);
+  const res = await fetch(`${urls.registry}/v1/agents`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminToken()}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      agent_id: id,
+      agent_type: 'raw',
+      capabilities: [{ name: capability, mode: 'handle' }],
+      metadata: { max_concurrency: 100 },
+      ttl_s: 60,
+    }),
+  });
+  if (res.status !== 201) throw new Error(`registering ${id}: ${res.status} ${await res.text()}`);
+  const { token } = (await res.json()) as { token: string };
+  const { agent } = await TestAgent.connect(id, { token });
+  return { id, agent, token };
+}
+
+export async function deregisterAgents(ids: readonly string[]): Promise<void> {
+  await Promise.all(ids.map((id) => fetch(`${urls.registry}/v1/agents/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${adminToken()}` } })));
+}

@@ -2,7 +2,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startTestAgent, stopTestAgents, testClient, uniqueName } from '@reach/sdk/testing';
 import { adminToken, urls } from '../../helpers/env.js';
 import { eventually } from '../../helpers/wait.js';
-import { TestAgent as RawAgent } from '../dispatcher/harness.js';
+import { deregisterAgents, registeredAgent } from '../dispatcher/harness.js';
 
 // An agent whose socket dies with deliveries un-acked: after the reconnect grace
 // (REACH_WS_RECONNECT_GRACE_MS, 2 s) they fail over to another candidate as failed attempts with
@@ -17,29 +17,8 @@ const registered: string[] = [];
 
 afterEach(stopTestAgents);
 afterAll(async () => {
-  await Promise.all(registered.map((id) => fetch(`${urls.registry}/v1/agents/${id}`, { method: 'DELETE', headers: admin })));
+  await deregisterAgents(registered);
 });
-
-/** A raw-protocol agent registered for `capability` that records deliveries and never acks. */
-async function silentAgent(capability: string): Promise<{ id: string; agent: RawAgent; token: string }> {
-  const id = uniqueName('it.failover.victim').replace(/-/g, '.');
-  const res = await fetch(`${urls.registry}/v1/agents`, {
-    method: 'POST',
-    headers: { ...admin, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      agent_id: id,
-      agent_type: 'victim',
-      capabilities: [{ name: capability, mode: 'handle' }],
-      metadata: { max_concurrency: 100 },
-      ttl_s: 60,
-    }),
-  });
-  expect(res.status).toBe(201);
-  registered.push(id);
-  const { token } = (await res.json()) as { token: string };
-  const { agent } = await RawAgent.connect(id, { token });
-  return { id, agent, token };
-}
 
 type Event = { state: string; attempt: number; agent_id: string | null; code: number | null };
 async function timeline(id: string): Promise<{ status: string; agent_id: string | null; events: Event[] }> {
@@ -60,7 +39,8 @@ describe('a dead agent socket (SPEC: traffic on the other agents within 3 s)', (
   it('fails its un-acked deliveries over to another candidate with 1002 once the grace passes, long before the ack deadline', async () => {
     const capability = cap('dead');
     const survivor = await startTestAgent({ handlers: { [capability]: async () => ({ ok: true }) } });
-    const victim = await silentAgent(capability);
+    const victim = await registeredAgent(capability, 'it.failover.victim');
+    registered.push(victim.id);
     const ids = await sendTo(victim.id, capability, 5);
     await victim.agent.waitCount((f) => f.type === 'deliver', 5);
     victim.agent.ws.terminate(); // no close frame, no ack: the process died
