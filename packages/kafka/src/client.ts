@@ -50,7 +50,8 @@ export function createKafka(opts: KafkaClientOptions): Kafka {
     socketFactory,
     logCreator: logCreator(opts.logger.child({ component: 'kafkajs' })),
     // Reconnect forever with capped backoff: a broker restart must never kill a service.
-    retry: { initialRetryTime: 200, maxRetryTime: 5000, retries: 8 },
+    // At most a second apart, so a restarted broker is found again within a second.
+    retry: { initialRetryTime: 100, maxRetryTime: 1_000, retries: 30 },
   };
   return new Kafka(config);
 }

@@ -73,7 +73,10 @@ export function createStageConsumer(
     heartbeatInterval: HEARTBEAT_INTERVAL_MS,
     maxWaitTimeInMs: wait.maxWaitMs,
     minBytes: wait.minBytes ?? 1,
-    retry: { retries: 10, initialRetryTime: 300, maxRetryTime: 10_000, ...retry },
+    // Retries at most a second apart: after a broker restart the coordinator answers "loading"
+    // for a while, and kafkajs's backoff grew to 10 s between join attempts — a stage stayed
+    // idle for ~20 s after the broker was back. 30 retries ≈ 30 s before the consumer crashes.
+    retry: { retries: 30, initialRetryTime: 100, maxRetryTime: 1_000, ...retry },
   });
   consumer.on(consumer.events.CRASH, (event) => {
     const { error, restart } = event.payload as { error: Error; restart: boolean };
