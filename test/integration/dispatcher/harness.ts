@@ -6,6 +6,7 @@ import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import { ulid } from 'ulid';
 import WebSocket from 'ws';
 import { signToken } from '@reach/core';
+import { waitUntilRoutable } from '@reach/sdk/testing';
 import { adminToken, tokenSecret, uniq, urls } from '../../helpers/env.js';
 import { testEnvelope } from '../../helpers/envelope.js';
 
@@ -235,6 +236,8 @@ export async function registeredAgent(capability: string, prefix = 'it.raw'): Pr
   if (res.status !== 201) throw new Error(`registering ${id}: ${res.status} ${await res.text()}`);
   const { token } = (await res.json()) as { token: string };
   const { agent } = await TestAgent.connect(id, { token });
+  // The router sees the agent through Kafka a moment later; sending before that would be 2001.
+  await waitUntilRoutable(id);
   return { id, agent, token };
 }
 
