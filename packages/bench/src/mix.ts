@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
-import { newMessageId } from '@reach/core';
-import { TOPICS, valueSubject, type Kafka } from '@reach/kafka';
-import { drive, Samples } from './stats.js';
-import { benchEnvelope, connectAgent, deregister, heartbeats, raiseQuota, register, type StackEndpoints } from './stack.js';
+import { newMessageId, silentLogger } from '@reach/core';
+import { createKafka, TOPICS, valueSubject, type Kafka } from '@reach/kafka';
+import { table } from './report.js';
+import { drive, fmt, Samples } from './stats.js';
+import { benchEnvelope } from './envelope-template.js';
+import { connectAgent, deregister, heartbeats, raiseQuota, register, type StackEndpoints } from './stack.js';
 
 /**
  * `reach bench --mix` (SPEC R-D9: HIGH p99 stays low while a LOW backlog drains). N agents
@@ -124,6 +126,7 @@ export async function mixLoop(o: MixOptions): Promise<MixResult> {
         stream(phase, priority).sent++;
         const env = benchEnvelope({
           id: newMessageId(now),
+          traceId: randomBytes(16).toString('hex'),
           now,
           capability,
           producer: producerAgent.agent_id,
@@ -200,4 +203,50 @@ export async function mixLoop(o: MixOptions): Promise<MixResult> {
     return { phase, priority, targetRate, sent: s.sent, received: s.received, achieved: s.received / seconds, latency: s.samples.summary() };
   });
   return { rows, capacityPerS: (o.agents * o.concurrency * 1000) / o.handlerMs, peakWaiting, quota };
+}
+
+/** `--mix`: the run's settings, where the stack is, and whether to print JSON. */
+export interface MixBenchOptions extends Omit<MixOptions, 'kafka'> {
+  brokers: readonly string[];
+  json: boolean;
+}
+
+/**
+ * `reach bench --mix`: HIGH latency idle and under a NORMAL + LOW backlog, with the backlog's
+ * throughput and latency, in one table.
+ */
+export async function runMixBench(o: MixBenchOptions, print: (text: string) => void): Promise<MixResult> {
+  const kafka = createKafka({ brokers: o.brokers, clientId: 'reach-bench-mix', logger: silentLogger });
+  const r = await mixLoop({ ...o, kafka });
+  if (o.json) {
+    print(JSON.stringify({ options: { ...o, adminToken: undefined }, ...r }, null, 2) + '\n');
+    return r;
+  }
+  print(
+    `\nreach bench --mix: ${o.agents} agents × max_concurrency ${o.concurrency}, ${o.handlerMs} ms per message (capacity ≈ ${Math.round(r.capacityPerS)} msg/s); ` +
+      `HIGH ${o.highRate} msg/s alone for ${o.idleS}s, then with NORMAL+LOW at ${o.floodRate} msg/s for ${o.durationS}s, then alone again while the backlog drains\n\n`,
+  );
+  print(
+    table(
+      r.rows.map((x) => ({
+        phase: x.phase,
+        priority: x.priority,
+        'target/s': fmt(x.targetRate, 0),
+        sent: x.sent,
+        received: x.received,
+        'achieved/s': fmt(x.achieved, 0),
+        'p50 ms': fmt(x.latency.p50),
+        'p95 ms': fmt(x.latency.p95),
+        'p99 ms': fmt(x.latency.p99),
+        'max ms': fmt(x.latency.max),
+      })),
+    ),
+  );
+  const [idle, mixed, drain] = r.rows;
+  print(
+    `\nHIGH p99: idle ${fmt(idle!.latency.p99)} ms; while the flood arrives ${fmt(mixed!.latency.p99)} ms (${fmt(mixed!.latency.p99 / idle!.latency.p99, 2)} × idle); ` +
+      `while the backlog drains ${fmt(drain!.latency.p99)} ms (${fmt(drain!.latency.p99 / idle!.latency.p99, 2)} × idle). SPEC R-D9: ≤ 80 ms while a LOW backlog drains\n`,
+  );
+  print(`peak waiting backlog in the dispatcher: ${r.peakWaiting ?? 'unknown (no flow endpoint)'}\n${r.quota}\n`);
+  return r;
 }

@@ -1,5 +1,6 @@
-import { randomBytes } from 'node:crypto';
+import type { Socket } from 'node:net';
 import WebSocket from 'ws';
+import { ackFrame, peekDeliver } from './fast-decode.js';
 
 /**
  * What every benchmark loop does against the running stack as an outside client: register
@@ -31,11 +32,35 @@ export async function register(s: StackEndpoints, body: Record<string, unknown>)
 }
 
 export async function deregister(s: StackEndpoints, ids: readonly string[]): Promise<void> {
-  await Promise.all(
-    ids.map((id) =>
-      fetch(`${s.registryUrl}/v1/agents/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${s.adminToken}` } }).catch(() => undefined),
+  await forEachLimit(ids, 16, (id) =>
+    fetch(`${s.registryUrl}/v1/agents/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${s.adminToken}` } }).then(
+      (res) => res.body?.cancel(),
+      () => undefined,
     ),
   );
+}
+
+/**
+ * Waits (bounded) until every service the bench talks to answers `GET /readyz`: the shared stack
+ * is restarted now and then, and a run started into a restart would measure nothing useful.
+ */
+export async function waitForStack(urls: readonly string[], maxMs: number, progress: (line: string) => void): Promise<void> {
+  const started = Date.now();
+  let said = false;
+  for (;;) {
+    const down: string[] = [];
+    for (const url of urls) {
+      const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2000) }).catch(() => undefined);
+      await res?.body?.cancel();
+      if (res?.status !== 200) down.push(url);
+    }
+    if (down.length === 0) return;
+    if (Date.now() - started > maxMs)
+      throw new Error(`the stack is not ready after ${Math.round(maxMs / 1000)} s: ${down.join(', ')} (is \`reach up\` running?)`);
+    if (!said) progress(`waiting for the stack: ${down.join(', ')} not ready`);
+    said = true;
+    await new Promise((r) => setTimeout(r, 2000));
+  }
 }
 
 /** How often ingress instances reload quota overrides (REACH_QUOTA_REFRESH_MS is at most 1 s). */
@@ -59,18 +84,37 @@ export async function raiseQuota(s: StackEndpoints, agentId: string, ratePerS: n
   return `producer quota raised to ${ratePerS} msg/s`;
 }
 
-/** Heartbeats every registered agent (idle load) until stopped. */
+/**
+ * Heartbeats every registered agent (idle load) until stopped, as the protocol asks: every
+ * ttl_s / 2 (the registry's heartbeat_interval_ms), at most a few at a time.
+ */
 export function heartbeats(s: StackEndpoints, agents: readonly Registered[]): () => void {
+  const everyMs = Math.min(...agents.map((a) => a.heartbeat_interval_ms || 20_000));
   const timer = setInterval(() => {
-    for (const a of agents) {
-      void fetch(`${s.registryUrl}/v1/agents/${a.agent_id}/heartbeat`, {
+    void forEachLimit(agents, 16, (a) =>
+      fetch(`${s.registryUrl}/v1/agents/${a.agent_id}/heartbeat`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${a.token}` },
         body: JSON.stringify({ current_load: 0, queue_length: 0, avg_latency_ms: 1, health: 1 }),
-      }).catch(() => undefined);
-    }
-  }, 20_000);
+      }).then(
+        (res) => void res.body?.cancel(),
+        () => undefined,
+      ),
+    );
+  }, everyMs);
   return () => clearInterval(timer);
+}
+
+/** Runs `fn` over `items` with at most `limit` calls in flight (1,000 agents must not mean 1,000 sockets at once). */
+export async function forEachLimit<T>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      await fn(items[i]!, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
 export interface DeliverFrame {
@@ -79,60 +123,62 @@ export interface DeliverFrame {
   message: { message_id: string; created_at: string; priority?: string; payload?: unknown };
 }
 
+/** A delivery as the socket saw it: seq and id always, the frame's text for whoever needs more. */
+export type DeliverHandler = (d: { seq: number; messageId: string; text: string }, answer: () => void) => void;
+
 /**
- * A simulated agent: hello, then `onDeliver` for every delivery; `answer` acks it (now, or when
- * the caller's simulated work is done).
+ * An agent's acks leave in one socket write per event-loop turn: deliveries arrive in bursts,
+ * and a write (a loopback TCP send) per ack was the bench's largest single CPU cost. `_socket`
+ * is ws's own field (no public cork), so without it every ack is simply written at once.
  */
-export async function connectAgent(s: StackEndpoints, reg: Registered, onDeliver: (frame: DeliverFrame, answer: () => void) => void): Promise<WebSocket> {
+function ackSender(ws: WebSocket): (frame: string) => void {
+  let queued: string[] = [];
+  const flush = () => {
+    const frames = queued;
+    queued = [];
+    if (ws.readyState !== WebSocket.OPEN) return;
+    const socket = (ws as unknown as { _socket?: Socket })._socket;
+    socket?.cork();
+    for (const f of frames) ws.send(f);
+    socket?.uncork();
+  };
+  return (frame) => {
+    if (queued.push(frame) === 1) setImmediate(flush);
+  };
+}
+
+/**
+ * A simulated agent speaking DESIGN §4: hello, pong to every ping, and `onDeliver` for every
+ * delivery (read with peekDeliver, JSON.parse only when the frame is laid out differently);
+ * `answer` acks it (now, or when the caller's simulated work is done).
+ */
+export async function openAgentSocket(s: StackEndpoints, reg: Registered, onDeliver: DeliverHandler): Promise<WebSocket> {
   const ws = new WebSocket(s.wsUrl, { headers: { authorization: `Bearer ${reg.token}` } });
+  const sendAck = ackSender(ws);
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => ws.send(JSON.stringify({ type: 'hello', agent_id: reg.agent_id, token: reg.token })));
     ws.once('error', reject);
+    ws.once('close', (code) => reject(new Error(`agent ${reg.agent_id}: socket closed (${code}) before welcome`)));
     ws.on('message', (data) => {
-      const frame = JSON.parse(String(data)) as { type: string; ts?: number; seq?: number; message?: DeliverFrame['message'] };
-      if (frame.type === 'welcome') resolve();
-      else if (frame.type === 'deliver' && frame.message) {
-        const d = frame as DeliverFrame;
-        onDeliver(d, () => {
-          if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'ack', seq: d.seq, message_id: d.message.message_id }));
-        });
-      } else if (frame.type === 'ping') ws.send(JSON.stringify({ type: 'pong', ts: frame.ts }));
+      const text = String(data);
+      let d = peekDeliver(text);
+      if (!d) {
+        const frame = JSON.parse(text) as { type: string; ts?: number; seq?: number; message?: { message_id: string } };
+        if (frame.type === 'welcome') return resolve();
+        if (frame.type === 'ping') return ws.send(JSON.stringify({ type: 'pong', ts: frame.ts }));
+        if (frame.type !== 'deliver' || !frame.message || typeof frame.seq !== 'number') return;
+        d = { seq: frame.seq, messageId: frame.message.message_id };
+      }
+      const { seq, messageId } = d;
+      onDeliver({ seq, messageId, text }, () => sendAck(ackFrame(seq, messageId)));
     });
   });
+  ws.removeAllListeners('error');
+  ws.on('error', () => undefined); // a socket dropped later is the run's problem, not a crash
   return ws;
 }
 
-/** A complete Avro envelope for the ingress topic. */
-export function benchEnvelope(o: {
-  id: string;
-  now: number;
-  capability: string;
-  producer: string;
-  priority: string;
-  payload: Buffer;
-}): Record<string, unknown> {
-  return {
-    message_id: o.id,
-    message_type: 'task_request',
-    capability: o.capability,
-    topic: null,
-    target_agent_id: null,
-    producer: o.producer,
-    trace_id: randomBytes(16).toString('hex'),
-    request_id: null,
-    idempotency_key: null,
-    session_id: null,
-    correlation_id: null,
-    reply_to: null,
-    priority: o.priority,
-    tags: [],
-    retryable: true,
-    timeout_ms: null,
-    created_at: o.now,
-    expire_at: null,
-    schema_version: 1,
-    content_type: 'application/json',
-    payload: o.payload,
-    headers: {},
-  };
+/** openAgentSocket for callers that read the whole frame (the priority mix reads its payload). */
+export function connectAgent(s: StackEndpoints, reg: Registered, onDeliver: (frame: DeliverFrame, answer: () => void) => void): Promise<WebSocket> {
+  return openAgentSocket(s, reg, (d, answer) => onDeliver(JSON.parse(d.text) as DeliverFrame, answer));
 }
