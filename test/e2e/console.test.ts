@@ -186,7 +186,7 @@ describe('web console in Chromium', () => {
   });
 
   it('shows queue depth per stage from the consumer groups, within the offsets Kafka reports around it', { timeout: TEST_TIMEOUT }, async () => {
-    const topics = ['reach.ingress.v1', 'reach.pending.v1', 'reach.routed.v1', 'reach.retry.v1', 'reach.dlq.v1', 'reach.status.v1'];
+    const topics = ['reach.ingress.v1', 'reach.pending.v1', 'reach.routed.v1', 'reach.retry.v1', 'reach.dlq.v1', 'reach.status-batches.v1'];
     const before = await endOffsets(topics);
     const t0 = Date.now();
     await openTab('pipeline');

@@ -36,10 +36,15 @@ export class TopicTap<T = unknown> {
   private consumer: Consumer | undefined;
   private waiters: Array<() => void> = [];
 
+  /**
+   * `unpack` turns a decoded value into the items a test looks at (a record packing several),
+   * each becoming one entry of `records` with its own key, at the record's partition and offset.
+   */
   constructor(
     private readonly kafka: Kafka,
     private readonly topic: string,
     private readonly registry: SchemaRegistry | null = registryClient(),
+    private readonly unpack?: (value: unknown) => Array<{ key: string; value: T }>,
   ) {}
 
   async open(): Promise<this> {
@@ -58,15 +63,12 @@ export class TopicTap<T = unknown> {
         if (this.registry && message.value && message.value[0] === 0) {
           value = (await this.registry.decode(message.value).catch(() => undefined)) as T | undefined;
         }
-        this.records.push({
-          partition,
-          offset: message.offset,
-          timestamp: Number(message.timestamp),
-          key: message.key?.toString() ?? null,
-          headers: flatten(message.headers),
-          raw: message.value,
-          value,
-        });
+        const base = { partition, offset: message.offset, timestamp: Number(message.timestamp), headers: flatten(message.headers), raw: message.value };
+        if (this.unpack && value !== undefined) {
+          for (const item of this.unpack(value)) this.records.push({ ...base, key: item.key, value: item.value });
+        } else {
+          this.records.push({ ...base, key: message.key?.toString() ?? null, value });
+        }
         for (const w of this.waiters.splice(0)) w();
       },
     });
@@ -96,6 +98,19 @@ export class TopicTap<T = unknown> {
   async close(): Promise<void> {
     await this.consumer?.disconnect();
   }
+}
+
+/** Where the stages' status events go: StatusBatch records, several events each. */
+export const STATUS_BATCH_TOPIC = 'reach.status-batches.v1';
+
+/**
+ * A tap on the stages' status events: each packed event is one entry (key = its message_id),
+ * as if every event were a record of its own.
+ */
+export function statusTap<T = Record<string, unknown>>(kafka: Kafka, registry: SchemaRegistry = registryClient()): TopicTap<T> {
+  return new TopicTap<T>(kafka, STATUS_BATCH_TOPIC, registry, (value) =>
+    (value as { events: Array<T & { message_id: string }> }).events.map((e) => ({ key: e.message_id, value: e })),
+  );
 }
 
 function flatten(h: IHeaders | undefined): Record<string, string> {

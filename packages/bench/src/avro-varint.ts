@@ -38,10 +38,3 @@ export function readVarint(buf: Buffer, offset: number): { value: number; next: 
   }
   return undefined;
 }
-
-/** Reads an Avro string (varint length + UTF-8) at `offset`. */
-export function readString(buf: Buffer, offset: number): { value: string; next: number } | undefined {
-  const len = readVarint(buf, offset);
-  if (!len || len.value < 0 || len.next + len.value > buf.length) return undefined;
-  return { value: buf.toString('utf8', len.next, len.next + len.value), next: len.next + len.value };
-}

@@ -173,7 +173,7 @@ export function trackerReport(r: TrackerCeilingResult): string {
       ? `over the ${fmt(r.saturatedS, 1)} s it had a backlog (its ceiling)`
       : 'from the first send: it was never behind for a second, so the producer was the limit (a lower bound)';
   return (
-    `\nreach bench --tracker: ${r.events} pre-encoded status events of ${r.messages} messages replayed onto reach.status.v1; ` +
+    `\nreach bench --tracker: ${r.events} pre-encoded status events of ${r.messages} messages replayed onto reach.status-batches.v1, 50 to a record as the stages pack them; ` +
     `progress read from the tracker's ${r.measuredBy}; rows/s and events/s ${basis}\n\n` +
     table([
       {

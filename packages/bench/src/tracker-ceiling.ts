@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { newId, newMessageId } from '@reach/core';
 import { SchemaCodec, type MessageState, type StatusEvent } from '@reach/envelope';
-import { TOPICS, valueSubject, type Kafka } from '@reach/kafka';
+import { packItems, packTarget, TOPICS, valueSubject, type Kafka, type OutRecord } from '@reach/kafka';
 import { cpuBetween, cpuSnapshot, type ProcScope } from './proc-cpu.js';
 import type { TrackerCeilingResult } from './results.js';
 import { forEachLimit, type StackEndpoints } from './stack.js';
@@ -10,7 +10,8 @@ import { forEachLimit, type StackEndpoints } from './stack.js';
  * `--tracker`: the read-model writer's own ceiling, without the rest of the pipeline in the
  * way. N synthetic messages' status events (PENDING, ROUTED, DELIVERING, DELIVERED — what the
  * stages write for a delivered message) are encoded ahead of time with the registry codec,
- * produced onto reach.status.v1 as fast as the broker takes them, while the tracker's progress
+ * packed PACK to a record as the stages pack them (reach.status-batches.v1), and produced as
+ * fast as the broker takes them, while the tracker's progress
  * is sampled: its own counters (rows_written_total for timeline rows, outcomes_total for
  * DELIVERED message rows), or — when its metrics cannot be read — its consumer group's commits,
  * which follow the PostgreSQL commit. Its ceiling is its rate while it had a backlog.
@@ -21,8 +22,11 @@ import { forEachLimit, type StackEndpoints } from './stack.js';
  */
 
 const STATUS_SUBJECT = valueSubject(TOPICS.status.name);
+const BATCH_SUBJECT = valueSubject(TOPICS.statusBatches.name);
 const STATES: readonly MessageState[] = ['PENDING', 'ROUTED', 'DELIVERING', 'DELIVERED'];
+/** Events per produce request, and per packed record (about what a stage's request carries at 1,000 msg/s). */
 const BATCH = 2000;
+const PACK = 50;
 /** Produce requests in flight: one at a time, the producer (not the tracker) was the limit. */
 const IN_FLIGHT = 4;
 const TRACKER_GROUP = 'reach-tracker';
@@ -104,7 +108,10 @@ export function ceilingRates(
 export async function trackerCeiling(o: TrackerCeilingOptions): Promise<TrackerCeilingResult> {
   const run = randomBytes(3).toString('hex');
   const codec = SchemaCodec.connect(o.schemaRegistryUrl, { maxPayloadBytes: 1 << 20 });
-  await codec.init([{ subject: STATUS_SUBJECT, schema: 'reach.v1.StatusEvent' }]);
+  await codec.init([
+    { subject: STATUS_SUBJECT, schema: 'reach.v1.StatusEvent' },
+    { subject: BATCH_SUBJECT, schema: 'reach.v1.StatusBatch' },
+  ]);
 
   o.progress(`  encoding ${o.messages * STATES.length} status events for ${o.messages} messages`);
   const { ids, records } = encodeEvents(codec, run, o.messages, o.spread);
@@ -120,8 +127,9 @@ export async function trackerCeiling(o: TrackerCeilingOptions): Promise<TrackerC
       return res?.ok ? trackerCounters(await res.text()) : undefined;
     };
     const committedSum = async () => {
-      const [t] = await admin.fetchOffsets({ groupId: TRACKER_GROUP, topics: [TOPICS.status.name] });
-      return (t?.partitions ?? []).reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0);
+      // committed records of the batches topic, PACK events each
+      const [t] = await admin.fetchOffsets({ groupId: TRACKER_GROUP, topics: [TOPICS.statusBatches.name] });
+      return PACK * (t?.partitions ?? []).reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0);
     };
     const before = await readCounters();
     const measuredBy: TrackerCeilingResult['measuredBy'] = before ? 'metrics' : 'commits';
@@ -136,11 +144,15 @@ export async function trackerCeiling(o: TrackerCeilingOptions): Promise<TrackerC
     const started = performance.now();
     let acked = 0;
     let produceS = NaN;
-    o.progress(`  producing ${records.length} events; the tracker's progress read from its ${measuredBy}`);
+    o.progress(`  producing ${records.length} events, ${PACK} to a record; the tracker's progress read from its ${measuredBy}`);
     const batches = Array.from({ length: Math.ceil(records.length / BATCH) }, (_, i) => records.slice(i * BATCH, (i + 1) * BATCH));
-    const sending = forEachLimit(batches, IN_FLIGHT, async (messages) => {
-      await producer.send({ topic: TOPICS.status.name, acks: -1, messages });
-      acked += messages.length;
+    const sending = forEachLimit(batches, IN_FLIGHT, async (events) => {
+      const messages = [];
+      for (let i = 0; i < events.length; i += PACK) {
+        for (const r of packItems(events.slice(i, i + PACK), Number.POSITIVE_INFINITY)) messages.push({ key: r.key, value: r.value });
+      }
+      await producer.send({ topic: TOPICS.statusBatches.name, acks: -1, messages });
+      acked += events.length;
     }).then(() => void (produceS = (performance.now() - started) / 1000));
 
     const samples: Progress[] = [];
@@ -186,9 +198,10 @@ export async function trackerCeiling(o: TrackerCeilingOptions): Promise<TrackerC
   }
 }
 
-/** Every event of the run, encoded before the clock starts. */
-function encodeEvents(codec: SchemaCodec, run: string, messages: number, spread: number): { ids: string[]; records: Array<{ key: string; value: Buffer }> } {
+/** Every event of the run, encoded before the clock starts, as items to pack into StatusBatch records. */
+function encodeEvents(codec: SchemaCodec, run: string, messages: number, spread: number): { ids: string[]; records: OutRecord[] } {
   const now = Date.now();
+  const packInto = packTarget(codec.schemaId(BATCH_SUBJECT));
   const ids = Array.from({ length: messages }, () => newMessageId(now));
   const records = interleave(messages, spread).map(({ message, state }) => {
     const id = ids[message]!;
@@ -221,7 +234,7 @@ function encodeEvents(codec: SchemaCodec, run: string, messages: number, spread:
       reply_to: null,
       priority: 'NORMAL',
     };
-    return { key: id, value: codec.encode(STATUS_SUBJECT, event) };
+    return { topic: TOPICS.statusBatches.name, key: id, value: codec.encode(STATUS_SUBJECT, event), packInto };
   });
   return { ids, records };
 }

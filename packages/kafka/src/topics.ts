@@ -59,7 +59,14 @@ export const TOPICS = {
     schema: 'reach.v1.StatusEvent',
     compacted: false,
     retentionMs: 7 * DAY,
-    description: 'every state change of every message, folded by the tracker',
+    description: 'single status events (key message_id), from outside producers and tools; folded by the tracker',
+  },
+  statusBatches: {
+    name: 'reach.status-batches.v1',
+    schema: 'reach.v1.StatusBatch',
+    compacted: false,
+    retentionMs: 7 * DAY,
+    description: "every state change of every message, packed per produce request (one record per stage's request), folded by the tracker",
   },
   agents: {
     name: 'reach.agents.v1',

@@ -1,8 +1,18 @@
 import { newId } from '@reach/core';
 import type { Envelope, MessageState, SchemaCodec, StatusEvent } from '@reach/envelope';
-import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
+import { packTarget, TOPICS, valueSubject, type OutRecord, type PackTarget } from '@reach/kafka';
 
 const STATUS_SUBJECT = valueSubject(TOPICS.status.name);
+const BATCH_SUBJECT = valueSubject(TOPICS.statusBatches.name);
+
+const packTargets = new WeakMap<SchemaCodec, PackTarget>();
+
+/** The framing of a StatusBatch record under this codec's registry id. */
+function batchTarget(codec: SchemaCodec): PackTarget {
+  let t = packTargets.get(codec);
+  if (!t) packTargets.set(codec, (t = packTarget(codec.schemaId(BATCH_SUBJECT))));
+  return t;
+}
 
 export interface StatusInput {
   state: MessageState;
@@ -18,7 +28,11 @@ export interface StatusInput {
   detail?: unknown;
 }
 
-/** A reach.status.v1 record (key = message_id, so one message's events stay in order). */
+/**
+ * A status event, as an item for reach.status-batches.v1: produceAll packs the events that go
+ * out in one request into one StatusBatch record (packages/kafka packItems). `value` is the
+ * event's own framed encoding (as a reach.status.v1 record would carry it).
+ */
 export function statusRecord(codec: SchemaCodec, s: StatusInput, now: number = Date.now()): OutRecord {
   const e = s.envelope;
   const value: StatusEvent = {
@@ -49,5 +63,5 @@ export function statusRecord(codec: SchemaCodec, s: StatusInput, now: number = D
     reply_to: e.reply_to,
     priority: e.priority,
   };
-  return { topic: TOPICS.status.name, key: e.message_id, value: codec.encode(STATUS_SUBJECT, value) };
+  return { topic: TOPICS.statusBatches.name, key: e.message_id, value: codec.encode(STATUS_SUBJECT, value), packInto: batchTarget(codec) };
 }

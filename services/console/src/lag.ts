@@ -28,7 +28,9 @@ export const STAGES: readonly StageSpec[] = [
   stage('routed', 'dispatcher'),
   stage('retry', 'retry-scheduler'),
   stage('dlq', 'dead-letter'),
-  stage('status', 'tracker'),
+  // Status events travel packed (reach.status-batches.v1); reach.status.v1 only carries single
+  // events from outside producers and tools, so the stage shows the batches topic.
+  { ...stage('statusBatches', 'tracker'), stage: 'status' },
 ];
 
 export interface PartitionSample {

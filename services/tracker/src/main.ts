@@ -5,7 +5,8 @@ import { TrackerMetrics } from './metrics.js';
 import { StatusFolder } from './status-folder.js';
 import { ReadModelWriter } from './writer.js';
 
-// tracker: the message read model: reach.status.v1 → PostgreSQL `messages` and
+// tracker: the message read model: reach.status-batches.v1 (what the stages produce) and
+// reach.status.v1 (single events from outside producers and tools) → PostgreSQL `messages` and
 // `message_events`, in batches (DESIGN §1, SPEC R-D1, R-E4). The only writer of those tables.
 const OPTIONS = ['trackerBatchSize'] as const;
 type Key = (typeof OPTIONS)[number];
@@ -13,8 +14,9 @@ type Key = (typeof OPTIONS)[number];
 /** The monthly partitions are checked again daily, so a long-running tracker never runs past them. */
 const PARTITION_CHECK_MS = 24 * 3600 * 1000;
 
-// Status events are keyed by message id: a message's events stay on one partition, so
-// partitions can be written in parallel without two writers ever touching the same row.
+// Partitions are written in parallel. One message's events may sit on two partitions (each
+// stage packs its own), so two writes can touch one row: each locks its rows in message-id
+// order (no deadlock), and the forward-only upsert makes the outcome independent of the order.
 const PARALLEL_PARTITIONS = 3;
 /**
  * The broker gathers status events for up to 100 ms (or 1 MiB) before answering the tracker's
@@ -36,7 +38,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   ctx.onShutdown(() => clearInterval(partitions));
 
   await ctx.batchStage({
-    topics: [TOPICS.status.name],
+    topics: [TOPICS.statusBatches.name, TOPICS.status.name],
     maxBatch: ctx.config.trackerBatchSize,
     partitionsConsumedConcurrently: PARALLEL_PARTITIONS,
     fetchWait: FETCH_WAIT,

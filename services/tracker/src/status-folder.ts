@@ -1,5 +1,5 @@
 import { NonRetryableError, ReachError, toReachError, type Logger } from '@reach/core';
-import type { SchemaCodec, StatusEvent } from '@reach/envelope';
+import type { SchemaCodec, StatusBatch, StatusEvent } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import { deadLetterRecord } from '@reach/service-kit';
 import { foldBatch, idsWithoutCreatedAt, unusable } from './fold.js';
@@ -7,6 +7,7 @@ import type { TrackerMetrics } from './metrics.js';
 import { isDataError, type ReadModelWriter } from './writer.js';
 
 const STATUS_SUBJECT = valueSubject(TOPICS.status.name);
+const BATCH_SUBJECT = valueSubject(TOPICS.statusBatches.name);
 
 interface Item {
   readonly record: InRecord;
@@ -14,8 +15,10 @@ interface Item {
 }
 
 /**
- * Handles one batch of reach.status.v1 records: decode, fold, one write; returns DLQ entries
- * for records that can never be stored. The batch stage commits the offsets only after this
+ * Handles one batch of status records — StatusBatch records of reach.status-batches.v1 or single
+ * events of reach.status.v1 — decode, fold, one write; returns DLQ entries for records that can
+ * never be stored (a record that cannot be decoded goes whole; an unusable event of a batch
+ * goes as a single event). The batch stage commits the offsets only after this
  * returns, i.e. after PostgreSQL has committed the rows.
  */
 export class StatusFolder {
@@ -32,10 +35,15 @@ export class StatusFolder {
     const items: Item[] = [];
     for (const record of records) {
       try {
-        const event = await this.codec.decode<StatusEvent>(STATUS_SUBJECT, record.value);
-        const why = unusable(event);
-        if (why) out.push(this.poison(record, new NonRetryableError('INVALID_ENVELOPE', `status event cannot be stored: ${why}`)));
-        else items.push({ record, event });
+        const events =
+          record.topic === TOPICS.statusBatches.name
+            ? (await this.codec.decode<StatusBatch>(BATCH_SUBJECT, record.value)).events
+            : [await this.codec.decode<StatusEvent>(STATUS_SUBJECT, record.value)];
+        for (const event of events) {
+          const why = unusable(event);
+          if (why) out.push(this.poison(record, new NonRetryableError('INVALID_ENVELOPE', `status event cannot be stored: ${why}`), event));
+          else items.push({ record, event });
+        }
       } catch (err) {
         const error = toReachError(err);
         // Registry unreachable: the record is fine, retry the batch later.
@@ -68,7 +76,9 @@ export class StatusFolder {
       if (items.length === 1) {
         const item = items[0]!;
         this.log.error({ err, message_id: item.event.message_id, trace_id: item.event.trace_id }, 'status event refused by PostgreSQL; sent to the DLQ');
-        out.push(this.poison(item.record, new NonRetryableError('INVALID_ENVELOPE', `status event refused by PostgreSQL: ${(err as Error).message}`)));
+        out.push(
+          this.poison(item.record, new NonRetryableError('INVALID_ENVELOPE', `status event refused by PostgreSQL: ${(err as Error).message}`), item.event),
+        );
         return;
       }
       const half = Math.ceil(items.length / 2);
@@ -77,8 +87,17 @@ export class StatusFolder {
     }
   }
 
-  private poison(record: InRecord, error: ReachError): OutRecord {
+  /**
+   * A dead letter for a record, or for one event of a batch record: the batch's place (topic,
+   * partition, offset) with that event alone as its value, framed as a single StatusEvent, so an
+   * operator sees the event that failed and not its batch neighbours that were stored.
+   */
+  private poison(record: InRecord, error: ReachError, event?: StatusEvent): OutRecord {
     this.metrics.unusable();
-    return deadLetterRecord(this.codec, { service: this.service, error, record });
+    const alone =
+      event && record.topic === TOPICS.statusBatches.name
+        ? { ...record, key: Buffer.from(event.message_id), value: this.codec.encode(STATUS_SUBJECT, event) }
+        : record;
+    return deadLetterRecord(this.codec, { service: this.service, error, record: alone });
   }
 }

@@ -3,7 +3,7 @@ import type { Producer } from 'kafkajs';
 import { silentLogger } from '@reach/core';
 import { createRedis, type Redis } from '@reach/store';
 import { CircuitBreakers, DEFAULT_POLICY, type CircuitPolicy } from '@reach/circuits';
-import { plainKafka, registryClient, TopicTap, type Tapped } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, type Tapped, statusTap } from '../../helpers/kafka.js';
 import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { envelope, FakeRegistry, routerSees, type FakeAgent } from '../router/fake-registry.js';
 
@@ -35,7 +35,12 @@ beforeAll(async () => {
   await producer.connect();
   fake = await new FakeRegistry(producer, registry).init();
   const tap = (topic: string) => new TopicTap<Rec>(kafka, topic, registry).open();
-  [routed, status, dlq, pending] = await Promise.all([tap('reach.routed.v1'), tap('reach.status.v1'), tap('reach.dlq.v1'), tap('reach.pending.v1')]);
+  [routed, status, dlq, pending] = await Promise.all([
+    tap('reach.routed.v1'),
+    statusTap<Rec>(kafka, registry).open(),
+    tap('reach.dlq.v1'),
+    tap('reach.pending.v1'),
+  ]);
   redis = createRedis(stack.redisUrl, silentLogger, { connectionName: 'reach-router-circuits-test' });
   breakers = new CircuitBreakers(redis, policy);
 });

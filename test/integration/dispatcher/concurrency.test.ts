@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
 import { adminToken, urls } from '../../helpers/env.js';
-import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { eventually } from '../../helpers/wait.js';
 import { CONSUME_PATIENCE_MS, deregisterAgent, FlowRouter, Holder, registerAgent, waitForFlow } from './concurrency-harness.js';
 import { agentId, messageIdOf, startInstance, TestAgent } from './harness.js';
@@ -34,7 +34,7 @@ beforeAll(async () => {
   producer = kafka.producer();
   await producer.connect();
   router = await new FlowRouter(producer, registry).init();
-  status = await new TopicTap<Record<string, unknown>>(kafka, 'reach.status.v1', registry).open();
+  status = await statusTap<Record<string, unknown>>(kafka, registry).open();
 });
 
 afterAll(async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
 import { ulid } from 'ulid';
-import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { agentId, agentToken, messageIdOf, Router, TestAgent, type Frame } from './harness.js';
 
 // Deliveries over the running dispatcher (DESIGN §4, SPEC R-C6, R-C7, R-C9): a RoutedDelivery
@@ -21,7 +21,7 @@ beforeAll(async () => {
   await producer.connect();
   router = await new Router(producer, registry).init();
   [status, ingress] = await Promise.all([
-    new TopicTap<Record<string, unknown>>(kafka, 'reach.status.v1', registry).open(),
+    statusTap<Record<string, unknown>>(kafka, registry).open(),
     new TopicTap<Record<string, unknown>>(kafka, 'reach.ingress.v1', registry).open(),
   ]);
 });

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
-import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { agentId, messageIdOf, Router, TestAgent } from './harness.js';
 
 // HTTP push (SPEC R-C8): an agent whose registry record has an `http` endpoint and that holds
@@ -100,7 +100,7 @@ beforeAll(async () => {
   router = await new Router(producer, registry).init();
   agentsSchemaId = await registry.getLatestSchemaId('reach.agents.v1-value');
   [status, ingress] = await Promise.all([
-    new TopicTap<Record<string, unknown>>(kafka, 'reach.status.v1', registry).open(),
+    statusTap<Record<string, unknown>>(kafka, registry).open(),
     new TopicTap<Record<string, unknown>>(kafka, 'reach.ingress.v1', registry).open(),
   ]);
 });

@@ -3,7 +3,7 @@ import type { Producer } from 'kafkajs';
 import { seededRandom, silentLogger } from '@reach/core';
 import { createRedis, type Redis } from '@reach/store';
 import { stack } from '../../helpers/env.js';
-import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { LANES, LaneModel, type LaneIndex, type PerLane } from '../../../services/dispatcher/dist/lanes.js';
 import { ReplayBuffer, keys } from '../../../services/dispatcher/dist/replay-buffer.js';
 import { CONSUME_PATIENCE_MS, deregisterAgent, flowOf, FlowRouter, Holder, registerAgent, waitForFlow } from './concurrency-harness.js';
@@ -29,7 +29,7 @@ beforeAll(async () => {
   producer = kafka.producer();
   await producer.connect();
   router = await new FlowRouter(producer, registry).init();
-  status = await new TopicTap<Record<string, unknown>>(kafka, 'reach.status.v1', registry).open();
+  status = await statusTap<Record<string, unknown>>(kafka, registry).open();
   // A database of its own: the running dispatchers' deadline sweepers never see these entries.
   redis = createRedis(stack.redisUrl.replace(/\/\d*$/, '/15'), silentLogger);
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
 import { urls } from '../../helpers/env.js';
-import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { agentId, messageIdOf, Router, startInstance, TestAgent, type Instance } from './harness.js';
 
 // Scale-out (SPEC R-C10): two dispatcher instances share reach.routed.v1's partitions in the
@@ -26,7 +26,7 @@ beforeAll(async () => {
   producer = kafka.producer();
   await producer.connect();
   router = await new Router(producer, registry).init();
-  status = await new TopicTap<Record<string, unknown>>(kafka, 'reach.status.v1', registry).open();
+  status = await statusTap<Record<string, unknown>>(kafka, registry).open();
   mainInstance = ((await (await fetch(`${urls.dispatcher}/healthz`)).json()) as { instance: string }).instance;
   second = await startInstance();
   // Wait for the group to rebalance: until the new instance consumes deliveries of some agents.

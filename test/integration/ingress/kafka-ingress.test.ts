@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
 import { ulid } from 'ulid';
-import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { adminToken, uniq } from '../../helpers/env.js';
 import { mintToken, registerProducer, type ProducerAgent } from './producer-agent.js';
 
@@ -63,7 +63,7 @@ beforeAll(async () => {
   [pending, dlq, status] = await Promise.all([
     new TopicTap<Record<string, unknown>>(kafka, 'reach.pending.v1', registry).open(),
     new TopicTap<Record<string, unknown>>(kafka, 'reach.dlq.v1', registry).open(),
-    new TopicTap<Record<string, unknown>>(kafka, 'reach.status.v1', registry).open(),
+    statusTap<Record<string, unknown>>(kafka, registry).open(),
   ]);
 });
 

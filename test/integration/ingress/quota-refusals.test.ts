@@ -3,7 +3,7 @@ import type { Producer } from 'kafkajs';
 import { startTestAgent, stopTestAgents } from '@reach/sdk/testing';
 import { adminToken, uniq, urls } from '../../helpers/env.js';
 import { testEnvelope } from '../../helpers/envelope.js';
-import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { eventually } from '../../helpers/wait.js';
 import { call, parkedMessage, resetQuota, setQuota, type Json } from './quota-helpers.js';
 import { registerProducer, type ProducerAgent } from './producer-agent.js';
@@ -44,7 +44,7 @@ beforeAll(async () => {
   [pending, dlq, status] = await Promise.all([
     new TopicTap<Record<string, unknown>>(kafka, 'reach.pending.v1', registry).open(),
     new TopicTap<Record<string, unknown>>(kafka, 'reach.dlq.v1', registry).open(),
-    new TopicTap<Record<string, unknown>>(kafka, 'reach.status.v1', registry).open(),
+    statusTap<Record<string, unknown>>(kafka, registry).open(),
   ]);
 });
 

@@ -4,7 +4,7 @@ import { ulid } from 'ulid';
 import { signToken } from '@reach/core';
 import { createPgPool, type Pool } from '@reach/store';
 import { adminToken, stack, tokenSecret, uniq, urls } from '../../helpers/env.js';
-import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { testEnvelope } from '../../helpers/envelope.js';
 import { eventually } from '../../helpers/wait.js';
 import { TestAgent, type Frame } from '../dispatcher/harness.js';
@@ -35,7 +35,7 @@ beforeAll(async () => {
   [dlq, pending, status] = await Promise.all([
     new TopicTap<Record<string, unknown>>(kafka, 'reach.dlq.v1', schemas).open(),
     new TopicTap<Record<string, unknown>>(kafka, 'reach.pending.v1', schemas).open(),
-    new TopicTap<Record<string, unknown>>(kafka, 'reach.status.v1', schemas).open(),
+    statusTap<Record<string, unknown>>(kafka, schemas).open(),
   ]);
 });
 

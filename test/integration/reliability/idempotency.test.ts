@@ -5,7 +5,7 @@ import { silentLogger } from '@reach/core';
 import { createRedis, type Redis } from '@reach/store';
 import { startTestAgent, stopTestAgents, testClient, type TestAgent } from '@reach/sdk/testing';
 import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
-import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { registerProducer, type ProducerAgent } from '../ingress/producer-agent.js';
 import { eventually } from '../../helpers/wait.js';
 import { testEnvelope } from '../../helpers/envelope.js';
@@ -31,7 +31,7 @@ beforeAll(async () => {
   envelopeSchemaId = await registry.getLatestSchemaId('reach.ingress.v1-value');
   kafkaAgent = await registerProducer('idem-producer');
   redis = createRedis(stack.redisUrl, silentLogger);
-  statuses = await new TopicTap<{ message_id: string; state: string; service: string }>(kafka, 'reach.status.v1', registry).open();
+  statuses = await statusTap<{ message_id: string; state: string; service: string }>(kafka, registry).open();
 }, 60_000);
 afterEach(stopTestAgents);
 afterAll(async () => {

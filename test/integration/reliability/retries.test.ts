@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { NonRetryableError } from '@reach/core';
 import { startTestAgent, stopTestAgents, testClient, uniqueName } from '@reach/sdk/testing';
 import { adminToken, urls } from '../../helpers/env.js';
-import { TopicTap, plainKafka } from '../../helpers/kafka.js';
+import { TopicTap, plainKafka, statusTap } from '../../helpers/kafka.js';
 import { eventually } from '../../helpers/wait.js';
 
 // Retries, ack deadlines, failover and time budgets against the running stack (SPEC R-B9,
@@ -66,7 +66,7 @@ beforeAll(async () => {
   const kafka = plainKafka();
   [dlq, statuses, retries] = await Promise.all([
     new TopicTap<DeadLetter>(kafka, 'reach.dlq.v1').open(),
-    new TopicTap<StatusEvent>(kafka, 'reach.status.v1').open(),
+    statusTap<StatusEvent>(kafka).open(),
     new TopicTap<RetryRequest>(kafka, 'reach.retry.v1').open(),
   ]);
 }, 60_000);

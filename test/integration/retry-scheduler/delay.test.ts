@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
-import { plainKafka, registryClient, TopicTap, type Tapped } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, type Tapped, statusTap } from '../../helpers/kafka.js';
 import { uniq } from '../../helpers/env.js';
 import { envelope, FakeRegistry } from '../router/fake-registry.js';
 
@@ -23,7 +23,7 @@ beforeAll(async () => {
   fake = await new FakeRegistry(producer, registry).init();
   [pending, status] = await Promise.all([
     new TopicTap<Record<string, unknown>>(kafka, 'reach.pending.v1', registry).open(),
-    new TopicTap<Rec>(kafka, 'reach.status.v1', registry).open(),
+    statusTap<Rec>(kafka, registry).open(),
   ]);
 });
 

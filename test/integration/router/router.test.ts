@@ -2,14 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
 import { createRedis, type Redis } from '@reach/store';
 import { silentLogger } from '@reach/core';
-import { plainKafka, registryClient, TopicTap, type Tapped } from '../../helpers/kafka.js';
+import { plainKafka, registryClient, TopicTap, type Tapped, statusTap } from '../../helpers/kafka.js';
 import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { envelope, FakeRegistry, routerSees, type FakeAgent } from './fake-registry.js';
 
 // The router against the running stack: fake agents are written to the registry feeds
 // (reach.agents.v1 / reach.presence.v1) exactly as the registry and dispatcher would, envelopes
 // to reach.pending.v1 as ingress would, and the router's outputs are read back from
-// reach.routed.v1, reach.status.v1, reach.dlq.v1 and reach.retry.v1.
+// reach.routed.v1, the status events (reach.status-batches.v1), reach.dlq.v1 and reach.retry.v1.
 type Rec = Record<string, unknown>;
 
 const kafka = plainKafka();
@@ -31,7 +31,7 @@ beforeAll(async () => {
   const tap = (topic: string) => new TopicTap<Rec>(kafka, topic, registry).open();
   [routed, status, dlq, retry, pending] = await Promise.all([
     tap('reach.routed.v1'),
-    tap('reach.status.v1'),
+    statusTap<Rec>(kafka, registry).open(),
     tap('reach.dlq.v1'),
     tap('reach.retry.v1'),
     tap('reach.pending.v1'),

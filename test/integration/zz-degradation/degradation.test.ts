@@ -7,7 +7,7 @@ import { ulid } from 'ulid';
 import { waitForLeaders } from '@reach/kafka';
 import { startTestAgent, stopTestAgents, uniqueName } from '@reach/sdk/testing';
 import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
-import { TopicTap, plainKafka, registryClient } from '../../helpers/kafka.js';
+import { TopicTap, plainKafka, registryClient, statusTap } from '../../helpers/kafka.js';
 import { registerProducer, type ProducerAgent } from '../ingress/producer-agent.js';
 import { eventually } from '../../helpers/wait.js';
 import { testEnvelope } from '../../helpers/envelope.js';
@@ -166,7 +166,7 @@ beforeAll(async () => {
   envelopeSchemaId = await registry.getLatestSchemaId('reach.ingress.v1-value');
   producer = kafka.producer({ allowAutoTopicCreation: false, retry: { retries: 30, maxRetryTime: 3_000 } });
   await producer.connect();
-  statuses = await new TopicTap<StatusEvent>(kafka, 'reach.status.v1').open();
+  statuses = await statusTap<StatusEvent>(kafka).open();
 }, 60_000);
 afterEach(stopTestAgents);
 afterAll(async () => {

@@ -17,7 +17,7 @@ describe('console lag per stage', () => {
       ['routed', 'reach.routed.v1', 'reach-dispatcher'],
       ['retry', 'reach.retry.v1', 'reach-retry-scheduler'],
       ['dlq', 'reach.dlq.v1', 'reach-dead-letter'],
-      ['status', 'reach.status.v1', 'reach-tracker'],
+      ['status', 'reach.status-batches.v1', 'reach-tracker'],
     ]);
   });
 

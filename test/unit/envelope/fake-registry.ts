@@ -68,6 +68,8 @@ export const SUBJECTS = {
   agents: { subject: 'reach.agents.v1-value', schema: 'reach.v1.AgentRecord' },
   presence: { subject: 'reach.presence.v1-value', schema: 'reach.v1.Presence' },
   retry: { subject: 'reach.retry.v1-value', schema: 'reach.v1.RetryRequest' },
+  // last: the fuzz tests pin the ids of the ones above
+  statusBatches: { subject: 'reach.status-batches.v1-value', schema: 'reach.v1.StatusBatch' },
 } as const;
 
 /** A codec bound to every subject above (and `extra` ones), over a fresh FakeRegistry that knows each schema. */

@@ -53,12 +53,16 @@ async function decoded(records: readonly OutRecord[]) {
         .filter((r) => r.topic === topic)
         .map((r) =>
           codec.decode<T>(
-            topic === 'reach.status.v1' ? 'reach.status.v1-value' : topic === 'reach.dlq.v1' ? 'reach.dlq.v1-value' : 'reach.pending.v1-value',
+            topic === 'reach.status-batches.v1' ? 'reach.status.v1-value' : topic === 'reach.dlq.v1' ? 'reach.dlq.v1-value' : 'reach.pending.v1-value',
             r.value,
           ),
         ),
     );
-  return { pending: await by<Envelope>('reach.pending.v1'), status: await by<StatusEvent>('reach.status.v1'), dlq: await by<DeadLetter>('reach.dlq.v1') };
+  return {
+    pending: await by<Envelope>('reach.pending.v1'),
+    status: await by<StatusEvent>('reach.status-batches.v1'),
+    dlq: await by<DeadLetter>('reach.dlq.v1'),
+  };
 }
 
 function rejected(a: Acceptance): Extract<Acceptance, { outcome: 'rejected' }> {
@@ -134,7 +138,7 @@ describe('Acceptor', () => {
       await acceptor.accept({ envelope: envelope({ payload: Buffer.alloc(256 * 1024 + 1) }), token: token('agent.a'), via: { kind: 'http' } }, now),
     );
     expect(a.error.code).toBe(4102);
-    expect(a.records.map((r) => r.topic).sort()).toEqual(['reach.dlq.v1', 'reach.status.v1']);
+    expect(a.records.map((r) => r.topic).sort()).toEqual(['reach.dlq.v1', 'reach.status-batches.v1']);
   });
 
   it('claims the idempotency key for the producer, and produces nothing for a duplicate', async () => {

@@ -77,9 +77,13 @@ const kafkaVia = (): { kind: 'kafka'; record: InRecord } => ({
 
 async function decoded(records: readonly OutRecord[]) {
   const subject = (topic: string) =>
-    topic === 'reach.status.v1' ? 'reach.status.v1-value' : topic === 'reach.dlq.v1' ? 'reach.dlq.v1-value' : 'reach.pending.v1-value';
+    topic === 'reach.status-batches.v1' ? 'reach.status.v1-value' : topic === 'reach.dlq.v1' ? 'reach.dlq.v1-value' : 'reach.pending.v1-value';
   const by = <T>(topic: string) => Promise.all(records.filter((r) => r.topic === topic).map((r) => codec.decode<T>(subject(topic), r.value)));
-  return { pending: await by<Envelope>('reach.pending.v1'), status: await by<StatusEvent>('reach.status.v1'), dlq: await by<DeadLetter>('reach.dlq.v1') };
+  return {
+    pending: await by<Envelope>('reach.pending.v1'),
+    status: await by<StatusEvent>('reach.status-batches.v1'),
+    dlq: await by<DeadLetter>('reach.dlq.v1'),
+  };
 }
 
 // The refusal Quotas itself builds (limit 2/s, burst 3, a token back in 1.4 s).
@@ -116,7 +120,7 @@ describe('quotas in the acceptance path', () => {
     verdict = limited();
     const a = await acceptor.accept({ envelope: envelope(), token: token('agent.q'), via: { kind: 'http' } }, now);
     expect(a.outcome).toBe('rejected');
-    expect((a as { records: readonly OutRecord[] }).records.map((r) => r.topic).sort()).toEqual(['reach.dlq.v1', 'reach.status.v1']);
+    expect((a as { records: readonly OutRecord[] }).records.map((r) => r.topic).sort()).toEqual(['reach.dlq.v1', 'reach.status-batches.v1']);
   });
 
   it('meters only proven, valid messages: a bad token or a broken envelope costs no quota', async () => {

@@ -194,7 +194,12 @@ export interface RoutedDelivery {
   envelope: Envelope;
 }
 
-/** One step of a message's life, produced by every stage to reach.status.v1 (key = message_id); the tracker folds them into the read model. States only move forward. */
+/** Status events of one produce request of a stage, packed into one record of reach.status-batches.v1 (key = the first event's message_id). The tracker folds them like single events: the fold does not depend on how events were split into records or in what order they came. */
+export interface StatusBatch {
+  events: Array<StatusEvent>;
+}
+
+/** One step of a message's life. Stages produce them packed in StatusBatch records (reach.status-batches.v1); reach.status.v1 carries single events (key = message_id) and is read too. The tracker folds them into the read model. States only move forward. */
 export interface StatusEvent {
   event_id: string;
   message_id: string;
