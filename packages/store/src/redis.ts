@@ -24,6 +24,11 @@ export interface RedisClientOptions {
   /** Do not connect until the first command (or `connect()`). */
   lazyConnect?: boolean;
   /**
+   * Send the commands issued in one event-loop turn as one pipeline (one socket write, one
+   * read on the server). For clients that many concurrent handlers share on a hot path.
+   */
+  autoPipelining?: boolean;
+  /**
    * Fail a command that has no reply after this long (ms; unset: wait forever). A connected
    * but stalled Redis (paused, overloaded) never drops the socket, so without it a caller with
    * a fallback would wait for the stall to end instead of using the fallback.
@@ -52,6 +57,7 @@ export function createRedis(url: string, logger: Logger, opts: RedisClientOption
     reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
   };
   if (opts.connectionName) options.connectionName = opts.connectionName;
+  if (opts.autoPipelining) options.enableAutoPipelining = true;
   if (opts.commandTimeoutMs !== undefined) options.commandTimeout = opts.commandTimeoutMs;
   const redis = new Redis(url, options);
 

@@ -46,6 +46,8 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     connectionName: `${ctx.instanceId}:quotas`,
+    // one token-bucket script per message, from 16 concurrent handlers: one write per turn
+    autoPipelining: true,
   });
   ctx.onShutdown(async () => {
     await quotaRedis.quit().catch(() => quotaRedis.disconnect());
