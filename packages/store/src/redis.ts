@@ -90,3 +90,11 @@ export type { Redis, RedisOptions } from 'ioredis';
  * retry-scheduler's stuck sweep reads it so it never declares DEAD a message an agent acked.
  */
 export const ACK_JOURNAL = { acked: 'reach:acked', ackedAt: 'reach:acked-at' } as const;
+
+/**
+ * Deliveries whose agent reports progress (sorted set: message id → until when the last
+ * `progress` frame holds it). The dispatcher writes it when a progress frame extends an ack
+ * deadline; the stuck sweep skips these: a long task whose agent is alive and working is not
+ * stuck, even past its budget (its deadline sweeper retries it if the agent goes away).
+ */
+export const WORK_IN_PROGRESS = 'reach:in-progress';

@@ -1,5 +1,5 @@
 import { ReachError } from '@reach/core';
-import { ACK_JOURNAL, type Redis } from '@reach/store';
+import { ACK_JOURNAL, WORK_IN_PROGRESS, type Redis } from '@reach/store';
 import { APPEND, FAIL_OVER, FILL, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
 import { deadlineJson, headOf, midPrefix, parseHead, type EntryHead } from './entry.js';
 import { LANES, type LaneIndex, type PerLane } from './lanes.js';
@@ -61,6 +61,8 @@ const COUNTER_TTL_S = 30 * 86400;
  * (at-least-once, SPEC R-D6).
  */
 const APPEND_MARKER_TTL_S = 120;
+/** How long a WORK_IN_PROGRESS entry stays after its hold ran out (the stuck sweep only reads live ones). */
+const PROGRESS_KEPT_MS = 10 * 60_000;
 
 export const keys = {
   seq: (agent: string) => `reach:seq:{${agent}}`,
@@ -439,8 +441,18 @@ export class ReplayBuffer {
     if (entry === undefined) return 'unchanged'; // answered meanwhile
     const head = parseHead(headOf(entry));
     if (!head || head.mid !== messageId) return 'mismatch';
-    const changed = await call('extend deadline', () => this.redis.zadd(keys.deadlines, 'XX', 'GT', 'CH', now + windowOf(head), deadlineMember(agent, seq)));
-    return Number(changed) > 0 ? 'extended' : 'unchanged';
+    const until = now + windowOf(head);
+    const changed = await call('extend deadline', () => this.redis.zadd(keys.deadlines, 'XX', 'GT', 'CH', until, deadlineMember(agent, seq)));
+    if (Number(changed) === 0) return 'unchanged';
+    // The stuck sweep reads this (WORK_IN_PROGRESS); entries long past are dropped on the way.
+    await call('record progress', () =>
+      this.redis
+        .multi()
+        .zadd(WORK_IN_PROGRESS, 'GT', until, messageId)
+        .zremrangebyscore(WORK_IN_PROGRESS, '-inf', now - PROGRESS_KEPT_MS)
+        .exec(),
+    );
+    return 'extended';
   }
 
   /** The ack's DELIVERED event is produced: it leaves the journal. */

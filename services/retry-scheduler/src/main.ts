@@ -3,7 +3,7 @@ import { runDelayStage, TOPICS, valueSubject } from '@reach/kafka';
 import { deadLetterRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
 import { budgetPolicyOf, isHold } from '@reach/routing';
 import { NOOP_SPAN } from '@reach/tracing';
-import { ACK_JOURNAL } from '@reach/store';
+import { ACK_JOURNAL, WORK_IN_PROGRESS } from '@reach/store';
 import { republish } from './republish.js';
 import { StuckSweeper } from './stuck-sweeper.js';
 
@@ -98,6 +98,11 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
       if (ids.length === 0) return new Set();
       const found = await ctx.redis.hmget(ACK_JOURNAL.acked, ...ids);
       return new Set(ids.filter((_, i) => found[i] !== null));
+    },
+    inProgress: async (ids, now) => {
+      if (ids.length === 0) return new Set();
+      const until = await ctx.redis.zmscore(WORK_IN_PROGRESS, ...ids);
+      return new Set(ids.filter((_, i) => until[i] !== null && Number(until[i]) > now));
     },
   });
   sweeper.start();

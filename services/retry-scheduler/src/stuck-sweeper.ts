@@ -40,6 +40,12 @@ export interface StuckSweeperDeps {
    * yet): never declared DEAD. Throws when that cannot be known; the round is then skipped.
    */
   acked?: (messageIds: readonly string[]) => Promise<ReadonlySet<string>>;
+  /**
+   * The ids among these whose agent reports progress right now (a long task, alive and
+   * working; WORK_IN_PROGRESS): not stuck, even past the budget. Throws when that cannot be
+   * known; the round is then skipped.
+   */
+  inProgress?: (messageIds: readonly string[], now: number) => Promise<ReadonlySet<string>>;
 }
 
 /** The read-model columns the sweep selects. */
@@ -122,7 +128,9 @@ export class StuckSweeper {
       );
       const out: OutRecord[] = [];
       const ids: Array<{ id: string; code: number }> = [];
-      const acked = (await this.d.acked?.(res.rows.map((r) => r.message_id))) ?? new Set<string>();
+      const rowIds = res.rows.map((r) => r.message_id);
+      const acked = (await this.d.acked?.(rowIds)) ?? new Set<string>();
+      const working = (await this.d.inProgress?.(rowIds, now)) ?? new Set<string>();
       for (const row of res.rows) {
         if (this.declared.has(row.message_id)) continue;
         if (acked.has(row.message_id)) {
@@ -130,6 +138,10 @@ export class StuckSweeper {
             { message_id: row.message_id, status: row.status },
             'past its budget but acked by its agent: its DELIVERED is on the way, not declared DEAD',
           );
+          continue;
+        }
+        if (working.has(row.message_id)) {
+          this.d.log.debug({ message_id: row.message_id, status: row.status }, 'past its budget but its agent reports progress: not stuck');
           continue;
         }
         const deadline = stuckDeadline(row, this.d.budget);
