@@ -9,6 +9,7 @@ import { routeWithCircuits } from './circuit-gate.js';
 import { KeyedSerializer } from './keyed-serializer.js';
 import { routerMetrics } from './metrics.js';
 import { decisionRecords, type OutputContext } from './outputs.js';
+import { DecisionMemo } from './decision-memo.js';
 import { RedisStickyStore } from './redis-sticky.js';
 import { registerViewApi } from './view-api.js';
 import { startRegistryViews } from './views.js';
@@ -140,6 +141,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   await circuits.start();
 
   const serializer = new KeyedSerializer();
+  const memo = new DecisionMemo(sticky);
   const handle = async (record: InRecord, { span }: StageHandlerContext) => {
     const received = await codec.decode<Envelope>(PENDING_SUBJECT, record.value);
     const started = performance.now();
@@ -147,8 +149,10 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     // First matching ReachRule, in file order (SPEC R-B11); its name goes into the timeline.
     const rule = rules.current.match(ruleFactsOf(received, views.index.agent(received.producer)));
     const envelope = withRuleAction(received, rule);
-    const hints = readHints(record.headers, envelope);
+    // A record consumed again (offsets not committed before a crash) goes where it went before.
+    const { hints, remembered } = await memo.hintsFor(envelope.message_id, readHints(record.headers, envelope));
     const { decision, probes } = await routeWithCircuits(envelope, hints, deps, circuits, now, policyOf(rule));
+    await memo.remember(envelope.message_id, hints.attempt, decision, remembered);
     const records = decisionRecords(out, { envelope, hints, record, rule: matchedRule(rule) }, decision, now);
     if (rule) metrics.ruleMatches.inc();
     metrics.routeSeconds.observe((performance.now() - started) / 1000);

@@ -22,6 +22,8 @@ export class RedisStickyStore implements StickyStore {
       connectTimeoutMs: 1_000,
       maxReconnectDelayMs: 2_000,
       connectionName: 'reach-router-sticky',
+      // sticky bindings and decision memos (decision-memo.ts) of 16 concurrent handlers
+      autoPipelining: true,
     });
   }
 

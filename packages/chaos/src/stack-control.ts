@@ -1,0 +1,110 @@
+import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+/**
+ * Faults as they happen: SIGKILL of a stack process (the supervisor of `reach up` restarts
+ * services and the Kafka broker), and of the machine's Redis and PostgreSQL servers, which are
+ * then started again the way the machine starts them (their init script, pg_ctlcluster).
+ */
+const run = promisify(execFile);
+const CLI = fileURLToPath(new URL('../../cli/dist/bin.js', import.meta.url));
+
+export interface StackProcess {
+  name: string;
+  pid: number | null;
+  alive: boolean;
+  ready: boolean;
+  restarts: number;
+}
+
+export async function stackProcesses(): Promise<StackProcess[]> {
+  const { stdout } = await run(process.execPath, [CLI, 'ps', '--json'], { timeout: 15_000, maxBuffer: 1 << 20 });
+  return (JSON.parse(stdout) as { processes: StackProcess[] }).processes;
+}
+
+/** SIGKILLs the first process of the stack named `name`; returns its pid and when it died. */
+export async function killStackProcess(name: string): Promise<{ pid: number; at: number }> {
+  const p = (await stackProcesses()).find((x) => x.name === name && x.alive && x.pid !== null);
+  if (!p) throw new Error(`no live stack process named ${name} (is \`reach up\` running?)`);
+  process.kill(p.pid!, 'SIGKILL');
+  return { pid: p.pid!, at: Date.now() };
+}
+
+/** Resolves when the process `name` runs again under a new pid and is ready. */
+export async function waitRestarted(name: string, oldPid: number, maxMs = 90_000): Promise<void> {
+  const until = Date.now() + maxMs;
+  while (Date.now() < until) {
+    const p = (await stackProcesses().catch(() => [])).find((x) => x.name === name);
+    if (p && p.pid !== oldPid && p.alive && p.ready) return;
+    await sleep(250);
+  }
+  throw new Error(`${name} did not come back within ${maxMs / 1000} s`);
+}
+
+function pidsOf(exe: string): Promise<number[]> {
+  return run('pgrep', ['-x', exe]).then(
+    ({ stdout }) => stdout.split(/\s+/).filter(Boolean).map(Number),
+    () => [],
+  );
+}
+
+async function until(what: string, check: () => Promise<boolean>, maxMs: number): Promise<void> {
+  const end = Date.now() + maxMs;
+  while (Date.now() < end) {
+    if (await check()) return;
+    await sleep(200);
+  }
+  throw new Error(`${what} not within ${maxMs / 1000} s`);
+}
+
+const REDIS_CONF = '/etc/redis/redis.conf';
+const redisAnswers = () =>
+  run('redis-cli', ['PING'], { timeout: 2000 }).then(
+    ({ stdout }) => stdout.trim() === 'PONG',
+    () => false,
+  );
+
+/**
+ * kill -9 of redis-server; started again after `downMs` as it ran before: by its init script
+ * when it ran as the redis user, else (a server started by hand as root) with its config file
+ * as the same user — the init script would start it as `redis`, which cannot write a data dir
+ * that root owns, and Redis then refuses every write (MISCONF).
+ */
+export async function killRedis(downMs: number): Promise<void> {
+  const pids = await pidsOf('redis-server');
+  const asRoot = pids.some((pid) => statSync(`/proc/${pid}`).uid === 0);
+  for (const pid of pids) process.kill(pid, 'SIGKILL');
+  await until('redis-server gone', async () => (await pidsOf('redis-server')).length === 0, 10_000);
+  await sleep(downMs);
+  if (asRoot) await run('redis-server', [REDIS_CONF, '--daemonize', 'yes'], { timeout: 30_000 });
+  else await run('/etc/init.d/redis-server', ['start'], { timeout: 30_000 });
+  await until('Redis answering', redisAnswers, 30_000);
+}
+
+function pgCluster(): { version: string; pidFile: string } {
+  const version = readdirSync('/etc/postgresql').sort().at(-1)!;
+  return { version, pidFile: `/var/lib/postgresql/${version}/main/postmaster.pid` };
+}
+
+const pgAnswers = () =>
+  run('pg_isready', ['-h', '127.0.0.1', '-q'], { timeout: 3000 }).then(
+    () => true,
+    () => false,
+  );
+
+/** kill -9 of the PostgreSQL postmaster (its backends follow); started again after `downMs`. */
+export async function killPostgres(downMs: number): Promise<void> {
+  const { version, pidFile } = pgCluster();
+  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  process.kill(pid, 'SIGKILL');
+  // Its backends notice the postmaster's death and exit; a start before they are gone finds
+  // their shared memory still in use.
+  await until('every postgres process gone', async () => (await pidsOf('postgres')).length === 0, 30_000);
+  await sleep(downMs);
+  await run('pg_ctlcluster', ['--skip-systemctl-redirect', version, 'main', 'start'], { timeout: 60_000 });
+  await until('PostgreSQL answering', pgAnswers, 60_000);
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

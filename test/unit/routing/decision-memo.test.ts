@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import type { RouteDecision, RouteHints, StickyStore } from '@reach/routing';
+import { DecisionMemo } from '../../../services/router/dist/decision-memo.js';
+
+// A router that consumes a pending record again (killed before its commit) must send it where
+// it went the first time: found by pnpm chaos, where re-routing by score sent 7 of 1,613
+// messages to a second agent after a router kill -9.
+class MapStore implements StickyStore {
+  readonly kv = new Map<string, string>();
+  down = false;
+  async get(key: string): Promise<string | null> {
+    if (this.down) throw new Error('redis down');
+    return this.kv.get(key) ?? null;
+  }
+  async set(key: string, agentId: string): Promise<void> {
+    if (this.down) throw new Error('redis down');
+    this.kv.set(key, agentId);
+  }
+}
+
+const hints: RouteHints = { attempt: 0, excludeAgents: [], preferredAgent: undefined, rejectOnSaturation: false, capabilityTags: [] };
+const routed = (agentId: string) => ({ kind: 'routed', agentId }) as unknown as RouteDecision;
+
+describe('router decision memo', () => {
+  it('prefers the agent a first decision chose when the same attempt is routed again', async () => {
+    const store = new MapStore();
+    const memo = new DecisionMemo(store);
+    const first = await memo.hintsFor('msg_1', hints);
+    expect(first).toEqual({ hints, remembered: null });
+    await memo.remember('msg_1', 0, routed('agent-a'), first.remembered);
+    const again = await memo.hintsFor('msg_1', hints);
+    expect(again.remembered).toBe('agent-a');
+    expect(again.hints.preferredAgent).toBe('agent-a');
+    // another attempt (a retry) decides afresh
+    expect((await memo.hintsFor('msg_1', { ...hints, attempt: 1 })).remembered).toBeNull();
+  });
+
+  it('remembers a new agent when the remembered one could not be chosen, and nothing for other outcomes', async () => {
+    const store = new MapStore();
+    const memo = new DecisionMemo(store);
+    await memo.remember('msg_2', 0, routed('agent-a'), null);
+    await memo.remember('msg_2', 0, routed('agent-b'), 'agent-a');
+    expect((await memo.hintsFor('msg_2', hints)).remembered).toBe('agent-b');
+    await memo.remember('msg_3', 0, { kind: 'no_route' } as unknown as RouteDecision, null);
+    expect(store.kv.has('reach:route:msg_3:0')).toBe(false);
+  });
+
+  it('routes on without it while Redis is away', async () => {
+    const store = new MapStore();
+    store.down = true;
+    const memo = new DecisionMemo(store);
+    expect(await memo.hintsFor('msg_4', hints)).toEqual({ hints, remembered: null });
+    await expect(memo.remember('msg_4', 0, routed('agent-a'), null)).resolves.toBeUndefined();
+  });
+});
