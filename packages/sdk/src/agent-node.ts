@@ -26,6 +26,15 @@ import type { AgentDescriptor, CapabilitySpec, LoadReport, Registration, SendFie
 
 /** Frames kept while disconnected; beyond this the oldest go (the dispatcher retries their deliveries). */
 const MAX_OUTBOX = 10_000;
+/**
+ * How long an ack or reject written to the socket stays "unsure": if the connection drops
+ * within this time, it is written again on the next one. A dispatcher killed with SIGKILL loses
+ * the frames it had read but not yet acted on, and the agent's hello.last_seq (the highest seq
+ * it received) keeps the new dispatcher from replaying those deliveries: unanswered, they timed
+ * out and ran again on another agent (`pnpm chaos`: 74 of 280,126 keys). An answer the
+ * dispatcher did take is harmless twice (the seq is gone: it is ignored).
+ */
+const UNSURE_ANSWER_MS = 5_000;
 /** A failed token refresh is tried again this soon (the old token still has a fifth of its life). */
 const TOKEN_REFRESH_RETRY_MS = 5000;
 
@@ -68,6 +77,8 @@ export class AgentNode implements AgentApi {
   private readonly abort = new AbortController();
   private readonly sleepers = new Set<{ timer: NodeJS.Timeout; wake: () => void }>();
   private outbox: AgentFrame[] = [];
+  /** Acks and rejects written lately, with the socket and time (see UNSURE_ANSWER_MS). */
+  private unsure: Array<{ frame: AgentFrame; socket: AgentSocket; at: number }> = [];
   private state: State = 'new';
   private registration: Registration | undefined;
   private capabilities: CapabilitySpec[] = [];
@@ -467,6 +478,7 @@ export class AgentNode implements AgentApi {
     }
     if (socket !== this.socket) return;
     this.socket = undefined;
+    this.resendUnsure(socket);
     this.fire('disconnected', { code, reason });
     if (this.state === 'stopping' || this.state === 'stopped') return;
     this.log.warn({ agent_id: this.agentId, code, reason }, 'connection to the dispatcher lost; reconnecting');
@@ -529,13 +541,36 @@ export class AgentNode implements AgentApi {
   }
 
   private sendFrame(frame: AgentFrame): void {
-    if (this.socket?.send(frame)) return;
+    const socket = this.socket;
+    if (socket?.send(frame)) {
+      if (frame.type === 'ack' || frame.type === 'reject') this.keepUnsure(frame, socket);
+      return;
+    }
     // Not connected: keep acks, rejects and results for the next connection instead of losing them.
     this.outbox.push(frame);
     if (this.outbox.length > MAX_OUTBOX) {
       this.outbox.shift();
       this.log.warn({ agent_id: this.agentId }, 'outbox full: dropping the oldest frame (its delivery will be retried by the dispatcher)');
     }
+  }
+
+  private keepUnsure(frame: AgentFrame, socket: AgentSocket): void {
+    const now = Date.now();
+    let drop = 0;
+    while (drop < this.unsure.length && now - this.unsure[drop]!.at > UNSURE_ANSWER_MS) drop++;
+    if (drop > 0) this.unsure = this.unsure.slice(drop);
+    if (this.unsure.length >= MAX_OUTBOX) this.unsure.shift();
+    this.unsure.push({ frame, socket, at: now });
+  }
+
+  /** The answers written to a socket that just closed, lately enough to be lost with it, go out again. */
+  private resendUnsure(socket: AgentSocket): void {
+    const since = Date.now() - UNSURE_ANSWER_MS;
+    const again = this.unsure.filter((u) => u.socket === socket && u.at >= since).map((u) => u.frame);
+    this.unsure = this.unsure.filter((u) => u.socket !== socket);
+    if (again.length === 0) return;
+    this.log.info({ agent_id: this.agentId, answers: again.length }, 'connection lost right after answers: they go out again on the next connection');
+    this.outbox.unshift(...again);
   }
 
   private flushOutbox(): void {
