@@ -20,6 +20,8 @@ done
 
 # promtool and docker-compose for the deployment tests (Debian packages; never fails the setup)
 sh scripts/ensure-tools.sh
+# the Python SDK's dependencies and test tools (Debian packages; never fails the setup)
+sh scripts/ensure-python.sh
 
 sh scripts/ensure-chromium.sh
 pnpm install --frozen-lockfile --prefer-offline >&2

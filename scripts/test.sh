@@ -22,6 +22,8 @@ if [ "$#" -gt 0 ]; then
   pnpm exec vitest run "$@"
 else
   pnpm exec vitest run --project unit --project integration
+  # the Python SDK (sdks/python) against the same stack, with Debian's python3 and packages
+  (cd sdks/python && /usr/bin/python3 -m pytest -q)
   # outages last, alone: they stop PostgreSQL/Redis/Kafka for a while
   pnpm exec vitest run --project degradation
   # then second stacks beside the default one (a 3-broker cluster with a broker killed, N instances)

@@ -32,14 +32,17 @@ export function adminToken(): string {
   return readFileSync(join(home, 'admin-token'), 'utf8').trim();
 }
 
-/** Base URLs of the services of the running stack (DESIGN §3 default ports). */
+/** A service port of the running stack: its REACH_*_PORT variable, else the DESIGN §3 default. */
+const port = (name: string, def: number) => Number(process.env[name] || def);
+
+/** Base URLs of the services of the running stack (REACH_*_PORT, else DESIGN §3 default ports). */
 export const urls = {
-  ingress: 'http://127.0.0.1:7410',
-  registry: 'http://127.0.0.1:7411',
-  dispatcher: 'http://127.0.0.1:7412',
-  tracker: 'http://127.0.0.1:7413',
-  deadLetter: 'http://127.0.0.1:7414',
-  router: 'http://127.0.0.1:7415',
-  retryScheduler: 'http://127.0.0.1:7416',
-  ws: 'ws://127.0.0.1:7412/v1/connect',
+  ingress: `http://127.0.0.1:${port('REACH_INGRESS_PORT', 7410)}`,
+  registry: `http://127.0.0.1:${port('REACH_REGISTRY_PORT', 7411)}`,
+  dispatcher: `http://127.0.0.1:${port('REACH_DISPATCHER_PORT', 7412)}`,
+  tracker: `http://127.0.0.1:${port('REACH_TRACKER_PORT', 7413)}`,
+  deadLetter: `http://127.0.0.1:${port('REACH_DEAD_LETTER_PORT', 7414)}`,
+  router: `http://127.0.0.1:${port('REACH_ROUTER_PORT', 7415)}`,
+  retryScheduler: `http://127.0.0.1:${port('REACH_RETRY_SCHEDULER_PORT', 7416)}`,
+  ws: `ws://127.0.0.1:${port('REACH_DISPATCHER_PORT', 7412)}/v1/connect`,
 };

@@ -53,7 +53,7 @@ function expiresAt(token: string): number {
 }
 
 describe('SDK token refresh', () => {
-  it('renews the token on the open connection: past two lifetimes, same connection, deliveries and sends keep working', async () => {
+  it('[token-refresh] renews the token on the open connection: past two lifetimes, same connection, deliveries and sends keep working', async () => {
     const echo = `echo_${uniqueName('t').replace(/[^a-z0-9]/g, '')}`;
     const node = new AgentNode({
       registryUrl,

@@ -209,7 +209,7 @@ describe('idempotency over HTTP (SPEC R-D5, R-C9)', () => {
 });
 
 describe('redelivery after a missed ack, to the same SDK node (SPEC R-G2, R-D6)', () => {
-  it('the handler ran and returned but its answer was lost: the retry is answered from the earlier result, the handler is not run again', async () => {
+  it('[dedupe-redelivery] the handler ran and returned but its answer was lost: the retry is answered from the earlier result, the handler is not run again', async () => {
     const capability = cap('lost_ack');
     const { runs, handler } = counting();
     const agent = await startTestAgent({ handlers: { [capability]: handler } });

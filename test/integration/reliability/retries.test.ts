@@ -76,7 +76,7 @@ afterAll(async () => {
 });
 
 describe('attempt counts (SPEC R-D3, R-D4)', () => {
-  it('a handler failing twice then succeeding is attempted exactly 3 times and DELIVERED', async () => {
+  it('[reject-retryable] a handler failing twice then succeeding is attempted exactly 3 times and DELIVERED', async () => {
     const capability = cap('flaky');
     let calls = 0;
     const agent = await startTestAgent({

@@ -28,7 +28,7 @@ describe('AgentNode on the real stack', () => {
     expect(stack.adminToken).toBe(adminToken());
   });
 
-  it('registers its capability, serves an HTTP request with wait_ms, and the message ends DELIVERED with the result', async () => {
+  it('[deliver-ack] registers its capability, serves an HTTP request with wait_ms, and the message ends DELIVERED with the result', async () => {
     const echo = cap('echo');
     const agent = await startTestAgent({ handlers: { [echo]: async (m: ReachMessage<{ n: number }>) => ({ doubled: m.payload!.n * 2 }) } });
     const client = testClient();
@@ -46,7 +46,7 @@ describe('AgentNode on the real stack', () => {
     expect(status.agent_id).toBe(agent.agentId);
   });
 
-  it('request() between two agents returns the result and the updated context fragments (R-C9, R-G3)', async () => {
+  it('[request-result] request() between two agents returns the result and the updated context fragments (R-C9, R-G3)', async () => {
     const plan = cap('plan');
     await startTestAgent({
       handlers: {
@@ -74,7 +74,7 @@ describe('AgentNode on the real stack', () => {
     await expect(caller.node.request(nobody, {}, { timeoutMs: 20_000 })).rejects.toMatchObject({ code: 2001, retryable: false });
   });
 
-  it('a NonRetryableError rejects the message with the agent code; the requester gets the failure receipt', async () => {
+  it('[reject-non-retryable] a NonRetryableError rejects the message with the agent code; the requester gets the failure receipt', async () => {
     const strict = cap('validate');
     let runs = 0;
     await startTestAgent({

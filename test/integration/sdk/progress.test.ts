@@ -13,7 +13,7 @@ afterEach(stopTestAgents);
 type Event = { state: string; attempt: number; agent_id: string | null; code: number | null };
 
 describe('progress frames (long handlers)', () => {
-  it('a 6 s handler with a 1.5 s ack window runs once, on one agent, and ends DELIVERED at attempt 0', async () => {
+  it('[long-handler-progress] a 6 s handler with a 1.5 s ack window runs once, on one agent, and ends DELIVERED at attempt 0', async () => {
     const capability = cap('long');
     const runs: string[] = [];
     const slow = async (who: string) => {

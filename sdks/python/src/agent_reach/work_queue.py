@@ -1,0 +1,69 @@
+"""Runs at most ``limit`` jobs at once (the agent's max_concurrency); the rest wait in a FIFO.
+``running`` and ``queued`` are what heartbeats report as current_load and queue_length."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Awaitable, Callable, Generic, TypeVar
+
+T = TypeVar("T")
+
+_log = logging.getLogger("agent_reach")
+
+
+class WorkQueue(Generic[T]):
+    def __init__(self, limit: int, run: Callable[[T], Awaitable[None]]) -> None:
+        if limit < 1:
+            raise ValueError(f"concurrency limit must be a positive integer, got {limit}")
+        self._limit = limit
+        self._run = run
+        self._waiting: deque[T] = deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def running(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiting)
+
+    def push(self, item: T) -> None:
+        self._waiting.append(item)
+        self._idle.clear()
+        self._pump()
+
+    def take_queued(self) -> list[T]:
+        """Removes and returns every job that has not started yet."""
+        items = list(self._waiting)
+        self._waiting.clear()
+        self._check_idle()
+        return items
+
+    async def idle(self) -> None:
+        """Returns when no job runs and none waits."""
+        await self._idle.wait()
+
+    def _pump(self) -> None:
+        while len(self._tasks) < self._limit and self._waiting:
+            task = asyncio.create_task(self._run_one(self._waiting.popleft()))
+            self._tasks.add(task)
+
+    async def _run_one(self, item: T) -> None:
+        try:
+            await self._run(item)
+        except Exception:
+            # `run` owns its errors; this only keeps a bug there from stalling the queue.
+            _log.exception("a job of the work queue failed")
+        finally:
+            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._pump()
+            self._check_idle()
+
+    def _check_idle(self) -> None:
+        if not self._tasks and not self._waiting:
+            self._idle.set()
