@@ -35,6 +35,8 @@ export class TopicTap<T = unknown> {
   readonly records: Array<Tapped<T>> = [];
   private consumer: Consumer | undefined;
   private waiters: Array<() => void> = [];
+  /** Per partition, the offset after the last record read. */
+  private readonly positions = new Map<number, bigint>();
 
   /**
    * `unpack` turns a decoded value into the items a test looks at (a record packing several),
@@ -69,20 +71,34 @@ export class TopicTap<T = unknown> {
         } else {
           this.records.push({ ...base, key: message.key?.toString() ?? null, value });
         }
+        this.positions.set(partition, BigInt(message.offset) + 1n);
         for (const w of this.waiters.splice(0)) w();
       },
     });
-    for (const p of ends) consumer.seek({ topic: this.topic, partition: p.partition, offset: p.offset });
+    for (const p of ends) {
+      // read from here: what came before open() counts as read
+      if (!this.positions.has(p.partition)) this.positions.set(p.partition, BigInt(p.offset));
+      consumer.seek({ topic: this.topic, partition: p.partition, offset: p.offset });
+    }
     await joined;
     return this;
   }
 
-  /** Resolves with the first record matching `pred`, or rejects after `timeoutMs`. */
+  /**
+   * Resolves with the first record matching `pred`, or rejects after `timeoutMs`. On a tap that
+   * unpacks (status events: one message's events sit on several partitions, in no order across
+   * them), it then also reads every partition up to where it ended when the match was seen, so
+   * whatever was produced before the matching event (an earlier state of its message) is in
+   * `records` too.
+   */
   async waitFor(pred: (r: Tapped<T>) => boolean, timeoutMs = 20_000): Promise<Tapped<T>> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const hit = this.records.find(pred);
-      if (hit) return hit;
+      if (hit) {
+        if (this.unpack) await this.catchUp(Math.max(deadline, Date.now() + 10_000));
+        return hit;
+      }
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`no matching record on ${this.topic} within ${timeoutMs} ms (saw ${this.records.length})`);
       await new Promise<void>((resolve) => {
@@ -92,6 +108,18 @@ export class TopicTap<T = unknown> {
           resolve();
         });
       });
+    }
+  }
+
+  /** Waits until every partition is read up to its end offset as of now. */
+  private async catchUp(deadline: number): Promise<void> {
+    const admin = this.kafka.admin();
+    await admin.connect();
+    const ends = await admin.fetchTopicOffsets(this.topic).finally(() => admin.disconnect());
+    const behind = () => ends.some((p) => (this.positions.get(p.partition) ?? 0n) < BigInt(p.high));
+    while (behind()) {
+      if (Date.now() > deadline) throw new Error(`${this.topic}: not caught up with the end offsets in time`);
+      await new Promise((r) => setTimeout(r, 25));
     }
   }
 
