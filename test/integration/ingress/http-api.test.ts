@@ -292,8 +292,9 @@ describe('?wait_ms', () => {
   it('answers 200 with the result once a status event carries it', async () => {
     const id = `msg_${ulid()}`;
     const waiting = call('POST', '/v1/messages?wait_ms=20000', { body: parked({ message_id: id }) });
-    await pending.waitFor((r) => r.value?.message_id === id);
-    // What the dispatcher reports when the handler's result comes back (docs/pipeline.md).
+    const accepted = await pending.waitFor((r) => r.value?.message_id === id);
+    // What the dispatcher reports when the handler's result comes back (docs/pipeline.md); like
+    // every stage's event it carries the message's created_at (the read model's partition key).
     const statusId = await registry.getLatestSchemaId('reach.status.v1-value');
     const result = { status: 'ok', payload: { answer: 42 } };
     const event = {
@@ -315,7 +316,7 @@ describe('?wait_ms', () => {
       code: null,
       reason: null,
       detail_json: JSON.stringify({ result }),
-      created_at: null,
+      created_at: accepted.value!.created_at as number,
       expire_at: null,
       idempotency_key: null,
       session_id: null,
