@@ -20,7 +20,15 @@ export interface StackProcess {
 }
 
 export async function stackProcesses(): Promise<StackProcess[]> {
-  const { stdout } = await run(process.execPath, [CLI, 'ps', '--json'], { timeout: 15_000, maxBuffer: 1 << 20 });
+  // `reach ps` exits non-zero while a process is not ready (a broker still restarting): its
+  // JSON is printed all the same, and is what we need.
+  const stdout = await run(process.execPath, [CLI, 'ps', '--json'], { timeout: 15_000, maxBuffer: 1 << 20 }).then(
+    (r) => r.stdout,
+    (err: { stdout?: string }) => {
+      if (!err.stdout) throw err;
+      return err.stdout;
+    },
+  );
   return (JSON.parse(stdout) as { processes: StackProcess[] }).processes;
 }
 

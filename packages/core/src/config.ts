@@ -202,6 +202,12 @@ export const OPTIONS = {
   logLevel: oneOf('REACH_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'Minimum level of the JSON logs.'),
   httpHost: str('REACH_HTTP_HOST', '127.0.0.1', 'Interface every service binds its HTTP port to.', '0.0.0.0 in containers'),
   instanceId: str('REACH_INSTANCE_ID', '', 'Identity of this process in logs, presence and client ids; empty = <service>-<hostname>-<pid>.'),
+  memberFile: str(
+    'REACH_MEMBER_FILE',
+    '',
+    "File where this process keeps its Kafka consumer-group member ids, so a crash is followed by an immediate LeaveGroup for them (by `reach up`'s supervisor, or by the process when it starts again) instead of a 6 s session wait. Empty = off. `reach up` sets it per process; under an orchestrator, a path on a volume that survives restarts.",
+    '.reach/run/<process>.members.json (set by reach up)',
+  ),
   shutdownTimeoutMs: int('REACH_SHUTDOWN_TIMEOUT_MS', 15000, 'How long a graceful shutdown may take before the process exits anyway.', { min: 100 }),
   otlpEndpoint: url(
     'REACH_OTLP_ENDPOINT',

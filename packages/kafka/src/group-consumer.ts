@@ -1,5 +1,6 @@
 import type { Consumer, Kafka, RetryOptions } from 'kafkajs';
 import type { Logger } from '@reach/core';
+import { memberLedgerOf } from './member-ledger.js';
 
 /**
  * Partitions a loop handles at once. Order within a partition is always kept; handling several
@@ -78,6 +79,16 @@ export function createStageConsumer(
     // idle for ~20 s after the broker was back. 30 retries ≈ 30 s before the consumer crashes.
     retry: { retries: 30, initialRetryTime: 100, maxRetryTime: 1_000, ...retry },
   });
+  const ledger = memberLedgerOf(kafka);
+  if (ledger) {
+    consumer.on(consumer.events.GROUP_JOIN, (event) => {
+      try {
+        ledger.joined(event.payload.groupId, event.payload.memberId);
+      } catch (err) {
+        log.warn({ err, file: ledger.file }, 'could not record the group member id; a crash then waits out the session');
+      }
+    });
+  }
   consumer.on(consumer.events.CRASH, (event) => {
     const { error, restart } = event.payload as { error: Error; restart: boolean };
     if (restart) {

@@ -6,3 +6,5 @@ export * from './table.js';
 export * from './batch-stage.js';
 export * from './delay.js';
 export * from './group-consumer.js';
+export * from './leave-group.js';
+export * from './member-ledger.js';

@@ -24,6 +24,11 @@ export interface RouteHints {
   /** Agents a retry should avoid (failover, SPEC R-B9). */
   readonly excludeAgents: readonly string[];
   readonly preferredAgent: string | undefined;
+  /**
+   * The agent this (message, attempt) was routed to before, when its record is consumed again
+   * (the router's decision memo). Unlike preferredAgent it holds even when that agent is saturated.
+   */
+  readonly decidedAgent?: string;
   /** QUEUE_REQUEST: answer 2002 instead of holding the message when every candidate is saturated. */
   readonly rejectOnSaturation: boolean;
   /** Tags the chosen capability must carry. */

@@ -180,6 +180,20 @@ async function routeToCapability(
   policy: RoutePolicy,
 ): Promise<RouteDecision> {
   const cfg = deps.config;
+  // The same (message, attempt) already went to this agent (its record consumed again): it goes
+  // there again unless the agent went OFFLINE, whatever its load, circuit or lease in this view
+  // now (after a broker outage leases look expired until the registry's records catch up) —
+  // its dispatcher recognises the delivery and keeps one copy, where another agent would run
+  // the task twice. Should the agent be gone, the delivery's ack deadline retries it elsewhere.
+  const decided = hints.decidedAgent !== undefined ? deps.index.agent(hints.decidedAgent) : undefined;
+  if (decided && decided.status !== 'OFFLINE') {
+    return {
+      kind: 'routed',
+      agentId: decided.agent_id,
+      candidates: 1,
+      trace: { strategy: 'repeat', candidates: [], candidates_total: 1, chosen: decided.agent_id },
+    };
+  }
   const f = filterCandidates(deps.index, {
     address: parseAddress(capability),
     mode: 'handle',

@@ -28,7 +28,9 @@ export type Strategy =
   /** a retried copy of a fan-out, back to its own subscriber */
   | 'fanout_copy'
   /** the one half-open probe of an agent's circuit breaker (SPEC R-D8) */
-  | 'circuit_probe';
+  | 'circuit_probe'
+  /** a record consumed again: the agent this (message, attempt) was routed to before */
+  | 'repeat';
 
 export interface TraceCandidate {
   agent_id: string;

@@ -22,6 +22,7 @@ import { createLogger } from './logger.js';
 import { ServiceMetrics } from './metrics.js';
 import { HttpServer } from './http.js';
 import { deadLetterRecord } from './dead-letter.js';
+import { takeOverMemberFile } from './member-file.js';
 
 /** Options every service reads. */
 const BASE_OPTIONS = [
@@ -31,6 +32,7 @@ const BASE_OPTIONS = [
   'httpHost',
   'instanceId',
   'shutdownTimeoutMs',
+  'memberFile',
   'maxPayloadBytes',
   'otlpEndpoint',
 ] as const;
@@ -209,6 +211,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
     // First in, so it runs last: spans of the stages' final records are exported too.
     cleanups.push(() => tracer.shutdown());
     const kafka = createKafka({ brokers: config.kafkaBrokers, clientId: instanceId, logger: log });
+    if (config.memberFile) await takeOverMemberFile(kafka, config.memberFile, config.kafkaBrokers, log);
     const producer = await createProducer(kafka);
     cleanups.push(() => producer.disconnect());
     const codec = SchemaCodec.connect(config.schemaRegistryUrl, { maxPayloadBytes: config.maxPayloadBytes });

@@ -13,6 +13,7 @@ import { Outbox } from './outbox.js';
 import { Outcomes } from './outcomes.js';
 import { Promoter } from './promotions.js';
 import { routedBatchHandler } from './routed-consumer.js';
+import { DeadlineHolds } from './deadline-holds.js';
 import { DeadlineClaims } from './deadlines.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { AckJournal } from './ack-journal.js';
@@ -214,6 +215,8 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     await agents.stop();
   });
 
+  const holds = new DeadlineHolds(buffer, log);
+  ctx.onShutdown(() => holds.stop());
   await agents.ready();
   await ctx.batchStage({
     topics: [TOPICS.routed.name],
@@ -231,6 +234,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
       metrics,
       log,
       tracer: ctx.tracer,
+      holds,
     }),
   });
 }

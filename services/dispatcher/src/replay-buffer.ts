@@ -455,6 +455,18 @@ export class ReplayBuffer {
     return 'extended';
   }
 
+  /**
+   * Pushes the ack deadlines of deliveries not yet sent out to `until` each (never earlier than
+   * they are; gone ones are skipped: XX). Used while their DELIVERING produce waits on Kafka:
+   * the agent's ack window starts when the delivery goes out, not when it was stored.
+   */
+  async holdDeadlines(items: ReadonlyArray<{ agent: string; seq: number; until: number }>): Promise<void> {
+    if (items.length === 0) return;
+    const pipe = this.redis.pipeline();
+    for (const it of items) pipe.zadd(keys.deadlines, 'XX', 'GT', it.until, deadlineMember(it.agent, it.seq));
+    await call('hold deadlines', () => pipe.exec());
+  }
+
   /** The ack's DELIVERED event is produced: it leaves the journal. */
   async settleAck(messageId: string): Promise<void> {
     await call('settle ack', () => this.redis.multi().hdel(keys.acked, messageId).zrem(keys.ackedAt, messageId).exec());

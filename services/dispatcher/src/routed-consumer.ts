@@ -4,12 +4,13 @@ import { TOPICS, produceAll, valueSubject, type InRecord, type OutRecord, type P
 import { deadLetterRecord, statusRecord } from '@reach/service-kit';
 import type { Tracer } from '@reach/tracing';
 import type { Announcement } from './announcer.js';
+import type { DeadlineHolds, HeldDelivery } from './deadline-holds.js';
 import { deliveryTrace } from './dispatch-span.js';
 import { buildEntry, entryPartsOf } from './entry.js';
 import { LANES, laneOf } from './lanes.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Promoter } from './promotions.js';
-import type { ReplayBuffer } from './replay-buffer.js';
+import type { AppendResult, ReplayBuffer } from './replay-buffer.js';
 
 /**
  * The dispatcher's stage: reach.routed.v1 in group `reach-dispatcher` (instances share the
@@ -51,10 +52,17 @@ export interface RoutedConsumerDeps {
   log: Logger;
   /** Reserves each delivery's dispatch span (dispatch-span.ts). */
   tracer: Tracer;
+  holds: DeadlineHolds;
 }
 
+/** A produce slower than this renews the held deadlines before the deliveries go out. */
+const HOLD_AFTER_MS = 500;
+
 interface Accepted {
+  /** With its ack deadline from now when it came late (withWindowFrom). */
   delivery: RoutedDelivery;
+  /** The ack window the router gave it. */
+  windowMs: number;
   envelope: Envelope;
   head: string;
   suffix: string;
@@ -68,10 +76,12 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     const consumedAt = Date.now();
     for (const record of records) {
       try {
-        const delivery = await d.codec.decode<RoutedDelivery>(ROUTED_SUBJECT, record.value);
+        const routed = await d.codec.decode<RoutedDelivery>(ROUTED_SUBJECT, record.value);
+        const windowMs = routed.deadline_at - routed.routed_at;
+        const delivery = withWindowFrom(routed, windowMs, consumedAt);
         if (!delivery.agent_id) throw new ReachError('INVALID_ENVELOPE', 'routed delivery without agent_id', { details: { field: 'agent_id' } });
         const trace = deliveryTrace(d.tracer, record.headers.traceparent, delivery.envelope.trace_id, consumedAt);
-        accepted.push({ delivery, ...entryPartsOf(delivery, d.replayTtlS, consumedAt, trace) });
+        accepted.push({ delivery, windowMs, ...entryPartsOf(delivery, d.replayTtlS, consumedAt, trace) });
       } catch (err) {
         const error = toReachError(err);
         // The schema registry being away is no reason to dead-letter a good record.
@@ -94,7 +104,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
           attempt: r.attempt,
           messagePart: a.messagePart,
           deadline: r.deadline_at,
-          windowMs: r.deadline_at - r.routed_at,
+          windowMs: a.windowMs,
           budgetAt: r.budget_deadline_at,
           lane: laneOf(a.envelope.priority),
           // A waiting delivery gives up with its budget (or expiry); one without either after
@@ -126,7 +136,16 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
             : { waiting: lane, instance: d.instanceId },
       });
     });
+    // Until they are sent, their ack deadlines are held (deadline-holds.ts): the produce may wait
+    // out a broker restart, or fail and this batch come again.
+    const held = heldDeliveries(accepted, results);
+    const producing = Date.now();
+    d.holds.begin(held, producing);
     await produceAll(d.producer, statuses);
+    // Renewed before sending when the produce was slow, or when this batch comes again (its
+    // stored deliveries keep the deadline of the first pass).
+    const again = results.some((r) => r.kind === 'inflight' && r.repeat);
+    if (again || Date.now() - producing > HOLD_AFTER_MS) await d.holds.renew(held);
     const repeats = results.filter((r) => r.kind === 'moved' || r.repeat).length;
     d.metrics.routed.inc(accepted.length - repeats);
     if (repeats > 0) d.log.debug({ repeats, count: accepted.length }, 'routed deliveries consumed again: not stored twice');
@@ -144,6 +163,30 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
       });
     });
     await d.announce(fresh);
+    d.holds.end(held);
     return dead;
   };
 }
+
+function heldDeliveries(accepted: readonly Accepted[], results: readonly AppendResult[]): HeldDelivery[] {
+  return accepted.flatMap((a, i) => {
+    const res = results[i]!;
+    if (res.kind !== 'inflight') return [];
+    const r = a.delivery;
+    return [{ agent: r.agent_id, seq: res.seq, windowMs: a.windowMs, budgetAt: r.budget_deadline_at ?? null }];
+  });
+}
+
+/**
+ * A delivery consumed late — behind a lag, or after a broker restart held it in the topic — gets
+ * its whole ack window from now (within its budget) instead of what is left of the router's:
+ * otherwise its deadline passed before it was even stored, the sweeper retried it on another
+ * agent at once, and the first agent ran it too.
+ */
+export function withWindowFrom(r: RoutedDelivery, windowMs: number, now: number): RoutedDelivery {
+  const deadline = Math.min(now + windowMs, r.budget_deadline_at ?? Infinity);
+  return deadline - r.deadline_at > LATE_MS ? { ...r, deadline_at: deadline } : r;
+}
+
+/** Later than this after routing, a delivery's window restarts (the usual hop takes a few ms). */
+const LATE_MS = 1_000;

@@ -10,7 +10,7 @@ import { KeyedSerializer } from './keyed-serializer.js';
 import { routerMetrics } from './metrics.js';
 import { decisionRecords, type OutputContext } from './outputs.js';
 import { DecisionMemo } from './decision-memo.js';
-import { RedisStickyStore } from './redis-sticky.js';
+import { MEMO_TIMEOUT_MS, RedisStickyStore } from './redis-sticky.js';
 import { registerViewApi } from './view-api.js';
 import { startRegistryViews } from './views.js';
 import { domainGate } from './domain-gate.js';
@@ -141,7 +141,9 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   await circuits.start();
 
   const serializer = new KeyedSerializer();
-  const memo = new DecisionMemo(sticky);
+  const memoStore = new RedisStickyStore(config.redisUrl, ctx.log, MEMO_TIMEOUT_MS, 'reach-router-memo');
+  ctx.onShutdown(() => memoStore.close());
+  const memo = new DecisionMemo(memoStore);
   const handle = async (record: InRecord, { span }: StageHandlerContext) => {
     const received = await codec.decode<Envelope>(PENDING_SUBJECT, record.value);
     const started = performance.now();

@@ -4,6 +4,13 @@ import { createRedis, type Redis } from '@reach/store';
 
 /** A sticky-store call slower than this counts as "Redis is down" for this message. */
 const STICKY_TIMEOUT_MS = 100;
+/**
+ * The decision memo's calls may take longer: a memo missed for a record consumed again sends
+ * it to a second agent (the task run twice), while a slow one only delays routing. At 100 ms
+ * the burst after a broker restart (the backlog of 15 s at 500 msg/s) timed memo reads out on
+ * the busy event loop, and 27 tasks ran twice (`pnpm chaos --faults kill-kafka`).
+ */
+export const MEMO_TIMEOUT_MS = 2_000;
 
 class StickyUnavailable extends Error {}
 
@@ -15,14 +22,19 @@ class StickyUnavailable extends Error {}
 export class RedisStickyStore implements StickyStore {
   private readonly redis: Redis;
 
-  constructor(url: string, logger: Logger) {
+  constructor(
+    url: string,
+    logger: Logger,
+    private readonly timeoutMs = STICKY_TIMEOUT_MS,
+    connectionName = 'reach-router-sticky',
+  ) {
     this.redis = createRedis(url, logger, {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       connectTimeoutMs: 1_000,
       maxReconnectDelayMs: 2_000,
-      connectionName: 'reach-router-sticky',
-      // sticky bindings and decision memos (decision-memo.ts) of 16 concurrent handlers
+      connectionName,
+      // the calls of 16 concurrent handlers
       autoPipelining: true,
     });
   }
@@ -30,7 +42,7 @@ export class RedisStickyStore implements StickyStore {
   private bounded<T>(op: () => Promise<T>): Promise<T> {
     if (this.redis.status !== 'ready') return Promise.reject(new StickyUnavailable(`redis is ${this.redis.status}`));
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new StickyUnavailable(`redis did not answer within ${STICKY_TIMEOUT_MS} ms`)), STICKY_TIMEOUT_MS);
+      const timer = setTimeout(() => reject(new StickyUnavailable(`redis did not answer within ${this.timeoutMs} ms`)), this.timeoutMs);
       op().then(
         (v) => {
           clearTimeout(timer);

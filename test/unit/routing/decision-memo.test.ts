@@ -30,7 +30,7 @@ describe('router decision memo', () => {
     await memo.remember('msg_1', 0, routed('agent-a'), first.remembered);
     const again = await memo.hintsFor('msg_1', hints);
     expect(again.remembered).toBe('agent-a');
-    expect(again.hints.preferredAgent).toBe('agent-a');
+    expect(again.hints.decidedAgent).toBe('agent-a');
     // another attempt (a retry) decides afresh
     expect((await memo.hintsFor('msg_1', { ...hints, attempt: 1 })).remembered).toBeNull();
   });

@@ -266,6 +266,20 @@ describe('routeMessage: saturation (SPEC R-B7)', () => {
     expect(chosen(await routeMessage(envelope({ session_id: 's' }), hints({ preferredAgent: 'a' }), d, NOW))).toBe('b');
   });
 
+  it('sends a repeat of a decision (decidedAgent) to the same agent even when it is saturated, and routes afresh when that agent went OFFLINE', async () => {
+    // A broker restart leaves every agent busy; a record consumed again must not go elsewhere.
+    const index = indexOf(agent('first', { currentLoad: 10 }), agent('room', { currentLoad: 1 }), agent('gone', { status: 'OFFLINE' }));
+    const d = await routeMessage(envelope(), hints({ decidedAgent: 'first' }), deps(index), NOW);
+    expect(chosen(d)).toBe('first');
+    expect(d.kind === 'routed' && d.trace.strategy).toBe('repeat');
+    // every candidate saturated: the repeat still goes, where a fresh message is held
+    const busy = indexOf(agent('first', { currentLoad: 10 }), agent('other', { currentLoad: 10 }));
+    expect(chosen(await routeMessage(envelope(), hints({ decidedAgent: 'first' }), deps(busy), NOW))).toBe('first');
+    expect((await routeMessage(envelope(), hints(), deps(busy), NOW)).kind).toBe('saturated');
+    // the first agent went OFFLINE: routed afresh
+    expect(chosen(await routeMessage(envelope(), hints({ decidedAgent: 'gone' }), deps(index), NOW))).toBe('room');
+  });
+
   it('uses the configured threshold', async () => {
     const index = indexOf(agent('a', { currentLoad: 6 }));
     expect((await routeMessage(envelope(), hints(), deps(index, { config: { saturation: 0.5 } }), NOW)).kind).toBe('saturated');

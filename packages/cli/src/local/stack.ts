@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { OPTIONS, loadConfig, silentLogger, type Logger } from '@reach/core';
 import { DEFAULT_SCHEMAS_TOPIC } from '@reach/dev-schema-registry';
-import { createKafka, defaultMinInsyncReplicas, ensureTopics } from '@reach/kafka';
+import { createKafka, defaultMinInsyncReplicas, ensureTopics, leaveRecordedMembers } from '@reach/kafka';
 import { ROOT, defaultHome, paths, reachHome, type Paths } from '../paths.js';
 import { done, step, warn, withProgress } from '../output.js';
 import { ensurePostgres, ensureRedis } from './deps.js';
@@ -343,14 +343,16 @@ export async function upStack(
       await withProgress(
         several ? `${list.length} × ${svc.name} on ${bases.join(', ')}` : `${svc.name} on ${bases[0]}`,
         Promise.all(
-          list.map((inst, i) =>
-            supervisor.start({
+          list.map((inst, i) => {
+            const memberFile = join(p.home, 'run', `${inst.name}.members.json`);
+            return supervisor.start({
               name: inst.name,
               cmd: process.execPath,
               args: ['--enable-source-maps', join(ROOT, 'services', svc.name, 'dist/main.js')],
               env: {
                 ...childEnv,
                 [inst.portEnv]: String(inst.port),
+                REACH_MEMBER_FILE: memberFile,
                 // Distinct and stable per instance (and per stack: the port is unique on the host).
                 ...(several ? { REACH_INSTANCE_ID: `${cfg.instanceId || svc.name}-${inst.index}-${hostname()}-${inst.port}` } : {}),
               },
@@ -358,8 +360,14 @@ export async function upStack(
               stopTimeoutMs: 20_000,
               stopGroup: svc.name,
               ready: () => httpOk(`${bases[i]}/readyz`),
-            }),
-          ),
+              // Killed without leaving its consumer groups: remove its members now, so the
+              // survivors (or its restarted self) get its partitions without a session wait.
+              afterExit: async () => {
+                const left = await leaveRecordedMembers(memberFile, kafkaBrokers, { deadlineMs: 3_000 });
+                return left > 0 ? `left ${left} consumer group${left === 1 ? '' : 's'} for it` : undefined;
+              },
+            });
+          }),
         ),
       );
       list.forEach((inst, i) => (state.endpoints[inst.name] = bases[i]!));

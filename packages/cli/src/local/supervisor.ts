@@ -22,6 +22,11 @@ export interface ProcessSpec {
   stopTimeoutMs: number;
   /** Processes of one group that are neighbours in start order are stopped at the same time. */
   stopGroup?: string;
+  /**
+   * Runs when the process exited unexpectedly, before it is restarted (e.g. leave the consumer
+   * groups it was a member of, so its partitions move at once). Its failure is only reported.
+   */
+  afterExit?: () => Promise<string | undefined>;
 }
 
 interface Running {
@@ -96,13 +101,25 @@ export class Supervisor {
     }
     const delay = restartDelayMs(crashed, recent.length);
     this.onEvent(`${r.spec.name} exited (${code}); restarting in ${delay / 1000}s`);
-    setTimeout(() => {
-      if (this.stopping) return;
-      const next = this.spawnOne(r.spec, crashed ? [...recent, now] : recent, r.generation + 1);
-      next.log.write(`[reach] ${new Date().toISOString()} restarted ${r.spec.name} after it exited (${code})\n`);
-      this.procs[this.procs.indexOf(r)] = next;
-      this.onPidsChanged();
-    }, delay).unref();
+    void this.runAfterExit(r).then(() =>
+      setTimeout(() => {
+        if (this.stopping) return;
+        const next = this.spawnOne(r.spec, crashed ? [...recent, now] : recent, r.generation + 1);
+        next.log.write(`[reach] ${new Date().toISOString()} restarted ${r.spec.name} after it exited (${code})\n`);
+        this.procs[this.procs.indexOf(r)] = next;
+        this.onPidsChanged();
+      }, delay).unref(),
+    );
+  }
+
+  private async runAfterExit(r: Running): Promise<void> {
+    if (!r.spec.afterExit) return;
+    try {
+      const said = await r.spec.afterExit();
+      if (said) this.onEvent(`${r.spec.name}: ${said}`);
+    } catch (err) {
+      this.onEvent(`${r.spec.name}: after its exit: ${(err as Error).message}`);
+    }
   }
 
   /** Starts a process and waits until it is ready; fails with its log tail if it dies or times out. */
