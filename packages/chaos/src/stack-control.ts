@@ -83,12 +83,26 @@ const redisAnswers = () =>
 export async function killRedis(downMs: number): Promise<void> {
   const pids = await pidsOf('redis-server');
   const asRoot = pids.some((pid) => statSync(`/proc/${pid}`).uid === 0);
+  // Its persistence as it runs (`reach up` turns the append-only file on at run time), so the
+  // restarted server loads what the killed one wrote instead of the config file's defaults.
+  const persistence = asRoot ? await redisPersistence() : [];
   for (const pid of pids) process.kill(pid, 'SIGKILL');
   await until('redis-server gone', async () => (await pidsOf('redis-server')).length === 0, 10_000);
   await sleep(downMs);
-  if (asRoot) await run('redis-server', [REDIS_CONF, '--daemonize', 'yes'], { timeout: 30_000 });
+  if (asRoot) await run('redis-server', [REDIS_CONF, '--daemonize', 'yes', ...persistence], { timeout: 30_000 });
   else await run('/etc/init.d/redis-server', ['start'], { timeout: 30_000 });
   await until('Redis answering', redisAnswers, 30_000);
+}
+
+/** The running server's persistence settings as redis-server flags (--dir, --appendonly, …). */
+async function redisPersistence(): Promise<string[]> {
+  const flags: string[] = [];
+  for (const name of ['dir', 'appendonly', 'appendfsync', 'save']) {
+    const { stdout } = await run('redis-cli', ['CONFIG', 'GET', name], { timeout: 2000 });
+    const [, value] = stdout.split('\n');
+    if (value !== undefined) flags.push(`--${name}`, value.trim());
+  }
+  return flags;
 }
 
 function pgCluster(): { version: string; pidFile: string } {

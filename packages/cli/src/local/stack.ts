@@ -7,7 +7,7 @@ import { DEFAULT_SCHEMAS_TOPIC } from '@reach/dev-schema-registry';
 import { createKafka, defaultMinInsyncReplicas, ensureTopics, leaveRecordedMembers } from '@reach/kafka';
 import { ROOT, defaultHome, paths, reachHome, type Paths } from '../paths.js';
 import { done, step, warn, withProgress } from '../output.js';
-import { ensurePostgres, ensureRedis } from './deps.js';
+import { ensurePostgres, ensureRedis, ensureRedisAppendOnly } from './deps.js';
 import {
   fetchKafka,
   formatKafka,
@@ -267,7 +267,9 @@ export async function upStack(
     const pg = hostPort(cfg.databaseUrl, 5432);
     const redis = hostPort(cfg.redisUrl, 6379);
     done(`PostgreSQL ${await ensurePostgres(pg.host, pg.port)} on ${pg.host}:${pg.port}`);
-    done(`Redis ${await ensureRedis(redis.host, redis.port)} on ${redis.host}:${redis.port}`);
+    const redisState = await ensureRedis(redis.host, redis.port);
+    const appendOnly = await ensureRedisAppendOnly(cfg.redisUrl);
+    done(`Redis ${redisState} on ${redis.host}:${redis.port} (append-only file ${appendOnly === 'unknown' ? 'not checked: CONFIG refused' : appendOnly})`);
 
     const childEnv: NodeJS.ProcessEnv = { ...env };
     let kafkaBrokers = cfg.kafkaBrokers;
