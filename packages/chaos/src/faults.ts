@@ -1,13 +1,16 @@
 import type { FaultName } from './options.js';
 import type { RawAgents } from './raw-agents.js';
 import type { SdkAgents } from './sdk-agents.js';
-import { killPostgres, killRedis, killStackProcess, waitRestarted } from './stack-control.js';
+import { TOPICS } from '@reach/kafka';
+import { kafkaNodes, killPostgres, killRedis, killStackProcess, partitionLeaders, waitRestarted } from './stack-control.js';
 
 /** What a fault did: when it struck, when what it broke was back, and a word on it. */
 export interface Injected {
   readonly at: number;
   readonly healedAt: number;
   readonly detail: string;
+  /** The fault does not apply to this stack (e.g. a partition leader with one broker). */
+  readonly skipped?: true;
 }
 
 export interface FaultTargets {
@@ -26,6 +29,29 @@ async function killService(name: string): Promise<Injected> {
   return { at, healedAt: Date.now(), detail: `kill -9 ${name} (pid ${pid}); the supervisor restarted it` };
 }
 
+/**
+ * kill -9 of the broker that leads partition 0 of reach.pending.v1 (Kafka's replication-test
+ * fault): the other two take over its partitions, with min.insync.replicas 2 nothing
+ * acknowledged is lost, and the supervisor restarts it. Needs `reach up --brokers 3`; with one
+ * broker it is skipped (kill-kafka is that case).
+ */
+async function killPartitionLeader(): Promise<Injected> {
+  const nodes = await kafkaNodes();
+  const at = Date.now();
+  if (nodes.length < 2) return { at, healedAt: at, detail: 'skipped: one broker (run `reach up --brokers 3` for this fault)', skipped: true };
+  const brokers = nodes.map((n) => n.address);
+  const pending = await partitionLeaders(brokers, TOPICS.pending.name);
+  const routed = await partitionLeaders(brokers, TOPICS.routed.name);
+  const node = nodes.find((n) => n.id === pending[0]);
+  if (!node) throw new Error(`the leader of ${TOPICS.pending.name}[0] (broker ${pending[0]}) is not a node of this stack`);
+  const led = (leaders: number[]) => leaders.filter((l) => l === node.id).length;
+  const r = await killService(node.name);
+  return {
+    ...r,
+    detail: `${r.detail}: leader of ${led(pending)}/${pending.length} ${TOPICS.pending.name} and ${led(routed)}/${routed.length} ${TOPICS.routed.name} partitions`,
+  };
+}
+
 export async function inject(fault: FaultName, t: FaultTargets): Promise<Injected> {
   switch (fault) {
     case 'kill-ingress':
@@ -37,9 +63,15 @@ export async function inject(fault: FaultName, t: FaultTargets): Promise<Injecte
     case 'kill-dead-letter':
       return killService(fault.slice('kill-'.length));
     case 'kill-kafka': {
+      if ((await kafkaNodes()).length > 1) {
+        const at = Date.now();
+        return { at, healedAt: at, detail: 'skipped: several brokers (kill-partition-leader is the fault for a cluster)', skipped: true };
+      }
       const r = await killService('kafka');
       return { ...r, detail: `${r.detail} (one broker: every stage waits for it)` };
     }
+    case 'kill-partition-leader':
+      return killPartitionLeader();
     case 'kill-redis': {
       const at = Date.now();
       await killRedis(SERVER_DOWN_MS);

@@ -12,6 +12,7 @@ export const FAULTS = [
   'kill-registry',
   'kill-dead-letter',
   'kill-kafka',
+  'kill-partition-leader',
   'kill-redis',
   'kill-postgres',
   'kill-agent-mid-handler',

@@ -74,6 +74,10 @@ export async function runChaos(o: ChaosOptions, progress: (line: string) => void
       for (const fault of o.faults) {
         progress(`  cycle ${cycle}: ${fault}`);
         const inj = await inject(fault, { sdk, raw });
+        if (inj.skipped) {
+          progress(`    ${inj.detail}`);
+          continue;
+        }
         injected.push({ fault, inj });
         await sleep(o.phaseS * 1000);
       }

@@ -2,6 +2,8 @@ import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { silentLogger } from '@reach/core';
+import { createKafka } from '@reach/kafka';
 
 /**
  * Faults as they happen: SIGKILL of a stack process (the supervisor of `reach up` restarts
@@ -30,6 +32,27 @@ export async function stackProcesses(): Promise<StackProcess[]> {
     },
   );
   return (JSON.parse(stdout) as { processes: StackProcess[] }).processes;
+}
+
+/** The Kafka nodes of `reach up --brokers N` (id, process name, address); empty for one broker. */
+export async function kafkaNodes(): Promise<Array<{ id: number; name: string; address: string }>> {
+  const stdout = await run(process.execPath, [CLI, 'ps', '--json'], { timeout: 15_000, maxBuffer: 1 << 20 }).then(
+    (r) => r.stdout,
+    (err: { stdout?: string }) => err.stdout ?? '{}',
+  );
+  return (JSON.parse(stdout) as { kafkaNodes?: Array<{ id: number; name: string; address: string }> }).kafkaNodes ?? [];
+}
+
+/** The broker id leading each partition of `topic`. */
+export async function partitionLeaders(brokers: readonly string[], topic: string): Promise<number[]> {
+  const admin = createKafka({ brokers, clientId: 'reach-chaos', logger: silentLogger, connectionTimeoutMs: 2_000 }).admin();
+  await admin.connect();
+  try {
+    const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+    return meta.topics[0]!.partitions.sort((a, b) => a.partitionId - b.partitionId).map((p) => p.leader);
+  } finally {
+    await admin.disconnect();
+  }
 }
 
 /** SIGKILLs the first process of the stack named `name`; returns its pid and when it died. */
