@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 /**
  * ULIDs (Crockford base32: 48-bit millisecond time + 80 random bits), monotonic within a
@@ -52,6 +52,20 @@ function ulid(now: number): string {
 /** `msg_` + ULID: sortable by creation time, unique without coordination (SPEC R-E1). */
 export function newMessageId(now: number = Date.now()): string {
   return `msg_${ulid(now)}`;
+}
+
+/**
+ * The id of a message made from another one (a fan-out copy for one subscriber): the same for
+ * the same parent and `salt` every time, so a router that fans a message out again (its record
+ * consumed twice) makes the same copies, which the dispatchers recognise, instead of a second
+ * set. `msg_` + the parent's time + 16 characters of a hash of both.
+ */
+export function derivedMessageId(parentId: string, salt: string): string {
+  const time = MESSAGE_ID_PATTERN.test(parentId) ? parentId.slice(4, 14) : encodeTime(Date.now());
+  const digest = createHash('sha256').update(parentId).update('\n').update(salt).digest();
+  let out = `msg_${time}`;
+  for (let i = 0; i < 16; i++) out += ALPHABET[digest[i]! & 31];
+  return out;
 }
 
 /** A prefixed ULID for any other record (leases, connections, receipts). */

@@ -199,6 +199,10 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     log,
     intervalMs: config.deadlineSweepMs,
   });
+  // Before the first sweep: the agents of a dispatcher that died get an ack window to come
+  // back and answer (replay-buffer.ts deferDeadlinesTo).
+  const deferred = await buffer.deferDeadlinesTo(Date.now() + config.ackTimeoutMs);
+  if (deferred > 0) log.info({ deliveries: deferred, ms: config.ackTimeoutMs }, 'ack deadlines deferred at start: agents reconnect and answer first');
   sweeper.start();
   const journal = new AckJournal({ redis, buffer, outcomes, producer: ctx.producer, log });
   journal.start();

@@ -108,6 +108,19 @@ export function parseJournaledAck(v: string): JournaledAck | undefined {
 }
 
 /** The deadline member of a delivery. */
+/** ZADD GT `until` for every member scored below it, 500 at a time. */
+const DEFER_DEADLINES = `
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
+for i = 1, #members, 500 do
+  local args = {}
+  for j = i, math.min(i + 499, #members) do
+    args[#args + 1] = ARGV[1]
+    args[#args + 1] = members[j]
+  end
+  redis.call('ZADD', KEYS[1], 'GT', unpack(args))
+end
+return #members`;
+
 export function deadlineMember(agent: string, seq: number): string {
   return `${agent}|${seq}`;
 }
@@ -465,6 +478,39 @@ export class ReplayBuffer {
     const pipe = this.redis.pipeline();
     for (const it of items) pipe.zadd(keys.deadlines, 'XX', 'GT', it.until, deadlineMember(it.agent, it.seq));
     await call('hold deadlines', () => pipe.exec());
+  }
+
+  /**
+   * At a dispatcher's start: every ack deadline that passes before `until` is pushed to it
+   * (never earlier: GT). A dispatcher that died took its agents' sockets with it, and nobody
+   * swept its deadlines while it was down; its agents now reconnect and send again the acks
+   * their dead socket swallowed (the SDKs resend recent answers). Sweeping first would retry
+   * those deliveries on other agents while the first ones had done the work (`pnpm chaos`:
+   * tasks run twice after a dispatcher took 18 s to restart). Resolves to how many moved.
+   */
+  async deferDeadlinesTo(until: number): Promise<number> {
+    const moved = await call('defer deadlines', () => this.redis.eval(DEFER_DEADLINES, 1, keys.deadlines, until));
+    return Number(moved);
+  }
+
+  /**
+   * Deliveries just stored for agents whose socket died and that did not come back (marked lost
+   * by failOver; the router still saw them live): their deadlines are pulled to `now`, so the
+   * sweeper fails them over to another candidate (1002) at once, not at their ack deadline.
+   * Resolves to how many were pulled.
+   */
+  async pullDeadlinesOfLost(items: ReadonlyArray<{ agent: string; seq: number }>, now: number = Date.now()): Promise<number> {
+    if (items.length === 0) return 0;
+    const agents = [...new Set(items.map((i) => i.agent))];
+    // One EXISTS per agent (each its own hash slot), in one round trip.
+    const got = await call('read lost', () => agents.reduce((p, a) => p.exists(keys.lost(a)), this.redis.pipeline()).exec());
+    const lost = new Set(agents.filter((_, i) => Number(got?.[i]?.[1] ?? 0) > 0));
+    const pulled = items.filter((i) => lost.has(i.agent));
+    if (pulled.length === 0) return 0;
+    const pipe = this.redis.pipeline();
+    for (const it of pulled) pipe.zadd(keys.deadlines, 'XX', 'LT', now, deadlineMember(it.agent, it.seq));
+    await call('pull deadlines', () => pipe.exec());
+    return pulled.length;
   }
 
   /** The ack's DELIVERED event is produced: it leaves the journal. */

@@ -90,6 +90,14 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
         dead.push(deadLetterRecord(d.codec, { service: d.service, error, record }));
       }
     }
+    // Past its budget already (it waited out a broker restart upstream): not sent, since the
+    // stuck sweep declares it DEAD 3005 now — an agent running it meanwhile would do the work
+    // for a message its sender is told is dead (`pnpm chaos --long`: DEAD, then DELIVERED).
+    const overBudget = accepted.filter((a) => a.delivery.budget_deadline_at !== null && a.delivery.budget_deadline_at <= consumedAt);
+    if (overBudget.length > 0) {
+      d.log.info({ count: overBudget.length }, 'routed deliveries past their budget: not sent (the stuck sweep ends them DEAD 3005)');
+      accepted.splice(0, accepted.length, ...accepted.filter((a) => !overBudget.includes(a)));
+    }
     if (accepted.length === 0) return dead;
 
     // Each delivery's ack deadline is registered with it; the deadline sweeper fails it if unanswered.
@@ -164,6 +172,12 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     });
     await d.announce(fresh);
     d.holds.end(held);
+    // Routed to an agent whose socket already died: failed over now, not at the ack deadline.
+    const pulled = await d.buffer.pullDeadlinesOfLost(held).catch((err: unknown) => {
+      d.log.warn({ err }, 'could not check for lost agents; their deliveries fail over at the ack deadline');
+      return 0;
+    });
+    if (pulled > 0) d.log.info({ count: pulled }, 'deliveries for agents whose socket died: failed over at once');
     return dead;
   };
 }

@@ -10,7 +10,7 @@ import { KeyedSerializer } from './keyed-serializer.js';
 import { routerMetrics } from './metrics.js';
 import { decisionRecords, type OutputContext } from './outputs.js';
 import { DecisionMemo } from './decision-memo.js';
-import { MEMO_TIMEOUT_MS, RedisStickyStore } from './redis-sticky.js';
+import { MEMO_WAITS, RedisStickyStore } from './redis-sticky.js';
 import { registerViewApi } from './view-api.js';
 import { startRegistryViews } from './views.js';
 import { domainGate } from './domain-gate.js';
@@ -141,7 +141,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   await circuits.start();
 
   const serializer = new KeyedSerializer();
-  const memoStore = new RedisStickyStore(config.redisUrl, ctx.log, MEMO_TIMEOUT_MS, 'reach-router-memo');
+  const memoStore = new RedisStickyStore(config.redisUrl, ctx.log, MEMO_WAITS);
   ctx.onShutdown(() => memoStore.close());
   const memo = new DecisionMemo(memoStore);
   const handle = async (record: InRecord, { span }: StageHandlerContext) => {

@@ -1,4 +1,4 @@
-import { newMessageId, ReachError } from '@reach/core';
+import { derivedMessageId, ReachError } from '@reach/core';
 import type { Envelope, RetryRequest, RoutedDelivery, SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import {
@@ -92,7 +92,8 @@ export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecis
       const out: OutRecord[] = [];
       const copies: Array<{ message_id: string; agent_id: string }> = [];
       for (const agentId of decision.agentIds) {
-        const copy = fanoutCopy(env, agentId, newMessageId(now));
+        // The same copies every time this parent is fanned out (its record consumed again).
+        const copy = fanoutCopy(env, agentId, derivedMessageId(env.message_id, agentId));
         copies.push({ message_id: copy.message_id, agent_id: agentId });
         out.push(
           delivery(ctx, m, copy, agentId, env.message_id, now),

@@ -12,6 +12,21 @@ const STICKY_TIMEOUT_MS = 100;
  */
 export const MEMO_TIMEOUT_MS = 2_000;
 
+/** How a store's client waits: `fast` for sticky bindings, `patient` for the decision memo. */
+export interface StoreWaits {
+  timeoutMs: number;
+  /**
+   * Queue calls while the connection is (re)established instead of failing them: a router just
+   * restarted consumes its first records before its client is connected, and exactly those are
+   * the repeats whose memo matters (`pnpm chaos --long`: records re-routed to a second agent).
+   */
+  queueWhileConnecting: boolean;
+  connectionName: string;
+}
+
+export const STICKY_WAITS: StoreWaits = { timeoutMs: STICKY_TIMEOUT_MS, queueWhileConnecting: false, connectionName: 'reach-router-sticky' };
+export const MEMO_WAITS: StoreWaits = { timeoutMs: MEMO_TIMEOUT_MS, queueWhileConnecting: true, connectionName: 'reach-router-memo' };
+
 class StickyUnavailable extends Error {}
 
 /**
@@ -25,24 +40,23 @@ export class RedisStickyStore implements StickyStore {
   constructor(
     url: string,
     logger: Logger,
-    private readonly timeoutMs = STICKY_TIMEOUT_MS,
-    connectionName = 'reach-router-sticky',
+    private readonly waits: StoreWaits = STICKY_WAITS,
   ) {
     this.redis = createRedis(url, logger, {
-      enableOfflineQueue: false,
+      enableOfflineQueue: waits.queueWhileConnecting,
       maxRetriesPerRequest: 0,
       connectTimeoutMs: 1_000,
       maxReconnectDelayMs: 2_000,
-      connectionName,
+      connectionName: waits.connectionName,
       // the calls of 16 concurrent handlers
       autoPipelining: true,
     });
   }
 
   private bounded<T>(op: () => Promise<T>): Promise<T> {
-    if (this.redis.status !== 'ready') return Promise.reject(new StickyUnavailable(`redis is ${this.redis.status}`));
+    if (!this.waits.queueWhileConnecting && this.redis.status !== 'ready') return Promise.reject(new StickyUnavailable(`redis is ${this.redis.status}`));
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new StickyUnavailable(`redis did not answer within ${this.timeoutMs} ms`)), this.timeoutMs);
+      const timer = setTimeout(() => reject(new StickyUnavailable(`redis did not answer within ${this.waits.timeoutMs} ms`)), this.waits.timeoutMs);
       op().then(
         (v) => {
           clearTimeout(timer);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MESSAGE_ID_PATTERN, messageIdTime, newId, newMessageId } from '@reach/core';
+import { derivedMessageId, MESSAGE_ID_PATTERN, messageIdTime, newId, newMessageId } from '@reach/core';
 
 const PATTERN = /^msg_[0-9A-HJKMNP-TV-Z]{26}$/;
 
@@ -30,5 +30,16 @@ describe('message ids', () => {
 
   it('other ids use their own prefix with the same ULID body', () => {
     expect(newId('lease')).toMatch(/^lease_[0-9A-HJKMNP-TV-Z]{26}$/);
+  });
+
+  it('a derived id (a fan-out copy) is the same for the same parent and subscriber, distinct otherwise, and carries the parent time', () => {
+    const t = Date.UTC(2030, 6, 4, 3, 2, 1, 987);
+    const parent = newMessageId(t);
+    const a = derivedMessageId(parent, 'agent-a');
+    expect(a).toMatch(MESSAGE_ID_PATTERN);
+    expect(derivedMessageId(parent, 'agent-a')).toBe(a);
+    expect(derivedMessageId(parent, 'agent-b')).not.toBe(a);
+    expect(derivedMessageId(newMessageId(t), 'agent-a')).not.toBe(a);
+    expect(messageIdTime(a)).toBe(t);
   });
 });
