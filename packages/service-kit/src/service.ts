@@ -33,6 +33,8 @@ const BASE_OPTIONS = [
   'shutdownTimeoutMs',
   'maxPayloadBytes',
   'otlpEndpoint',
+  'authFailureLimit',
+  'authFailureWindowS',
 ] as const;
 type BaseKey = (typeof BASE_OPTIONS)[number];
 

@@ -6,6 +6,7 @@ import { isTraceId, isValidTraceparent, type Tracer } from '@reach/tracing';
 import { ADMIN_PRODUCER, Authenticator } from './auth.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { QuotaGate } from './quotas.js';
+import { PRODUCER_DOMAIN_DETAIL } from './read-access.js';
 import type { EventRow, MessageRow } from './read-model.js';
 import { traceparentFor } from './traceparent.js';
 
@@ -46,7 +47,7 @@ export type Acceptance =
   | { readonly outcome: 'accepted'; readonly envelope: Envelope; readonly records: readonly OutRecord[] }
   /** The idempotency key belongs to an earlier message: nothing to produce. */
   | { readonly outcome: 'duplicate'; readonly envelope: Envelope; readonly originalId: string }
-  /** Refused: produce `records` (DLQ entry, REJECTED status, receipt) so the refusal is never silent. */
+  /** Refused: produce `records` (Kafka path: DLQ entry, REJECTED status, receipt) so the refusal is never silent; none on HTTP, whose caller gets the answer. */
   | { readonly outcome: 'rejected'; readonly envelope: Envelope; readonly error: ReachError; readonly records: readonly OutRecord[] };
 
 export interface AcceptorDeps {
@@ -173,7 +174,15 @@ export class Acceptor {
     }
     const status = statusRecord(
       this.deps.codec,
-      { state: 'PENDING', envelope, service: this.deps.service, instance: this.deps.instance, attempt, detail: viaDetail(s.via) },
+      {
+        state: 'PENDING',
+        envelope,
+        service: this.deps.service,
+        instance: this.deps.instance,
+        attempt,
+        // The producer's domain on the timeline lets REACH_READS_SAME_DOMAIN decide reads (read-access.ts).
+        detail: { ...viaDetail(s.via), [PRODUCER_DOMAIN_DETAIL]: envelope.headers[PRODUCER_DOMAIN_HEADER] ?? null },
+      },
       now,
     );
     return { outcome: 'accepted', envelope, records: [pending, status] };
@@ -212,6 +221,12 @@ export class Acceptor {
 
   private reject(s: Submission, error: ReachError, now: number): Acceptance {
     const env = s.envelope;
+    // An HTTP caller gets the refusal in its answer, and that is all (issue #13): a dead
+    // letter and a status row per 429 let one client flood the DLQ and the read model.
+    if (s.via.kind === 'http') {
+      this.deps.log.debug({ message_id: env.message_id, producer: env.producer, code: error.code, err: error.message, via: 'http' }, 'message refused');
+      return { outcome: 'rejected', envelope: env, error, records: [] };
+    }
     const { codec, service, instance } = this.deps;
     // Whoever proved to hold the token (even an expired or revoked one). Refusals of records
     // nobody authenticated are not written to the read model: anyone could otherwise mark
@@ -223,12 +238,9 @@ export class Acceptor {
         statusRecord(codec, { state: 'REJECTED', envelope: env, service, instance, code: error.code, reason: error.message, detail: viaDetail(s.via) }, now),
       );
     }
-    // A Kafka producer learns of the refusal only through a receipt; an HTTP caller gets it in
-    // the response, and a receipt would reach no one for pure HTTP producers (or "admin").
-    if (s.via.kind === 'kafka') {
-      const receipt = this.receipt(env, error, identity, now);
-      if (receipt) records.push(receipt);
-    }
+    // A Kafka producer learns of the refusal only through a receipt.
+    const receipt = this.receipt(env, error, identity, now);
+    if (receipt) records.push(receipt);
     this.deps.log.warn(
       { message_id: env.message_id, trace_id: env.trace_id, producer: env.producer, code: error.code, err: error.message, via: s.via.kind },
       'message rejected',
@@ -304,7 +316,7 @@ export function provisionalRow(
     agent_id: null,
     code: message.code,
     reason: message.reason,
-    detail: { via: 'http' },
+    detail: { via: 'http', [PRODUCER_DOMAIN_DETAIL]: env.headers[PRODUCER_DOMAIN_HEADER] ?? null },
   };
   return { message, event };
 }

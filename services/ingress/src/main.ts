@@ -16,7 +16,17 @@ import { ResultWaiter } from './result-waiter.js';
 import { RevocationView } from './revocations.js';
 
 // ingress: validation, auth, quotas, idempotency and the public message API (DESIGN §1, §2, §3).
-const OPTIONS = ['tokenSecret', 'adminToken', 'idempotencyTtlS', 'maxWaitMs', 'quotaDefaultRate', 'quotaDefaultBurst', 'quotaRefreshMs'] as const;
+const OPTIONS = [
+  'tokenSecret',
+  'adminToken',
+  'idempotencyTtlS',
+  'maxWaitMs',
+  'quotaDefaultRate',
+  'quotaDefaultBurst',
+  'quotaRefreshMs',
+  'readsSameDomain',
+  'dlqFloodSample',
+] as const;
 type Key = (typeof OPTIONS)[number];
 
 /**
@@ -83,6 +93,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     service: ctx.service,
     instance: ctx.instanceId,
     maxWaitMs: config.maxWaitMs,
+    readPolicy: { sameDomain: config.readsSameDomain },
     log: ctx.log,
   });
   registerQuotaApi({ http: ctx.http, secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret }, overrides, instance: ctx.instanceId });

@@ -54,8 +54,10 @@ export async function startRegistry(ctx: ServiceContext<RegistryOption>): Promis
     metrics.feedRecords.inc({ kind: 'record' }, records);
     metrics.feedRecords.inc({ kind: 'tombstone' }, tombstones);
   });
+  const grants = new GrantStore(ctx.pg);
   mountAgentApi(ctx.http, {
     store,
+    grantsFrom: (domain) => grants.list({ from_domain: domain }),
     feed,
     log,
     metrics,
@@ -75,7 +77,6 @@ export async function startRegistry(ctx: ServiceContext<RegistryOption>): Promis
     },
   });
   mountTokenApi(ctx.http, { tokens, revoked, log, secrets });
-  const grants = new GrantStore(ctx.pg);
   const grantFeed = new GrantFeed(grants, ctx.kafka, ctx.producer, ctx.codec, log);
   mountGrantApi(ctx.http, { store: grants, feed: grantFeed, log, secrets, isRevoked: (jti) => revoked.has(jti), publishTimeoutMs: PUBLISH_TIMEOUT_MS });
   ctx.onShutdown(() => grantFeed.stop());

@@ -1,5 +1,5 @@
 import { api, ApiError, getToken, setToken } from './api.js';
-import { byId, h, replace } from './dom.js';
+import { byId, empty, h, replace } from './dom.js';
 import { formatClock } from './format.js';
 import type { Agent, Overview, QosDelta } from './types.js';
 import { renderAgents } from './views/agents.js';
@@ -41,8 +41,10 @@ function keepLast<T>(list: T[], n: number): void {
 function renderTab(now = Date.now()): void {
   switch (state.tab) {
     case 'agents':
+      if (!getToken()) return needsToken('agents-table', 'The agent list');
       return renderAgents({ agents: state.agents, qos: state.qos, now });
     case 'capabilities':
+      if (!getToken()) return needsToken('caps-table', 'The capability map');
       return renderCapabilities(state.agents);
     case 'pipeline':
       return renderPipeline({ overview: state.overview, lagHistory: state.lagHistory, now });
@@ -51,6 +53,11 @@ function renderTab(now = Date.now()): void {
     case 'lookup':
       return lookup.render(now);
   }
+}
+
+/** Agent listings need a token (docs/access-control.md): without one the page asks for it. */
+function needsToken(tableId: string, what: string): void {
+  replace(byId(tableId), empty(`${what} needs the admin token: paste it at the top right (it stays in this browser tab only).`));
 }
 
 function renderServices(): void {
@@ -70,7 +77,7 @@ function renderServices(): void {
 function renderToken(): void {
   const has = getToken() !== null;
   const el = byId('token-state');
-  el.textContent = has ? 'admin token set' : 'no token: agents and pipeline only';
+  el.textContent = has ? 'admin token set' : 'no token: pipeline only';
   el.className = `token-state ${has ? 'ok' : 'warn'}`;
   byId('token-forget').hidden = !has;
 }
@@ -83,7 +90,8 @@ function setLive(ok: boolean, text: string): void {
 async function refresh(): Promise<void> {
   const [overview, agents, qos] = await Promise.allSettled([
     api.get<Overview>('/api/overview'),
-    api.get<{ agents: Agent[] }>('/api/registry/v1/agents'),
+    // Never polled without a token: a 401 every 2 s would count against this address's failed-auth budget.
+    getToken() ? api.get<{ agents: Agent[] }>('/api/registry/v1/agents') : Promise.resolve({ agents: [] as Agent[] }),
     api.get<QosDelta>(`/api/qos-history?since=${state.qosSeq}`),
   ]);
   const problems: string[] = [];
