@@ -1,4 +1,4 @@
-import { MESSAGE_ID_PATTERN, PRODUCER_DOMAIN_HEADER, toReachError, type Logger, type ReachError } from '@reach/core';
+import { errorInfo, isKnownCode, type ErrorName, MESSAGE_ID_PATTERN, PRODUCER_DOMAIN_HEADER, ReachError, toReachError, type Logger } from '@reach/core';
 import { validateEnvelope, type DeadLetterReason, type Envelope, type MessageState, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
@@ -7,6 +7,7 @@ import { ADMIN_PRODUCER, Authenticator } from './auth.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { QuotaGate } from './quotas.js';
 import { PRODUCER_DOMAIN_DETAIL } from './read-access.js';
+import type { FoldedRefusals } from './refusal-flood.js';
 import type { EventRow, MessageRow } from './read-model.js';
 import { traceparentFor } from './traceparent.js';
 
@@ -14,6 +15,9 @@ const PENDING_SUBJECT = valueSubject(TOPICS.pending.name);
 
 /** The header of reach.ingress.v1 records that carries the producing agent's token (DESIGN §2). */
 export const TOKEN_HEADER = 'reach-token';
+
+/** The producer a refusal is counted against when neither a token nor an envelope names one. */
+export const UNKNOWN_PRODUCER = '(unknown)';
 
 /** Where a submission came from. */
 export type Via = { readonly kind: 'kafka'; readonly record: InRecord } | { readonly kind: 'http' };
@@ -186,6 +190,36 @@ export class Acceptor {
       now,
     );
     return { outcome: 'accepted', envelope, records: [pending, status] };
+  }
+
+  /**
+   * Whom a refusal is counted against when floods are folded (refusal-flood.ts): the agent
+   * that proved to hold the token, else the producer the envelope names, else nobody known.
+   */
+  refusedProducer(token: string | undefined, envelope: Envelope | undefined): string {
+    return this.deps.auth.identify(token) ?? (envelope ? `unproven:${envelope.producer}` : UNKNOWN_PRODUCER);
+  }
+
+  /** The one dead letter that stands for a second of folded refusals: their count, no record. */
+  foldedDeadLetter(f: FoldedRefusals, now: number = Date.now()): OutRecord {
+    const name = (isKnownCode(f.code) ? errorInfo(f.code).name : 'INTERNAL') as ErrorName;
+    const at = new Date(f.second * 1000).toISOString();
+    const error = new ReachError(
+      name,
+      `${f.folded} more refusals (${f.total} in all) of producer ${f.producer} with code ${f.code} in the second from ${at}; the first ${f.total - f.folded} are dead letters of their own`,
+    );
+    return deadLetterRecord(
+      this.deps.codec,
+      {
+        service: this.deps.service,
+        error,
+        reason: name === 'RATE_LIMITED' ? 'RATE_LIMITED' : 'INVALID',
+        sourceTopic: TOPICS.ingress.name,
+        producer: f.producer,
+        history: { folded_refusals: { producer: f.producer, code: f.code, second: at, count: f.folded, total: f.total } },
+      },
+      now,
+    );
   }
 
   private duplicate(s: Submission, originalId: string): Acceptance {

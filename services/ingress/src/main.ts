@@ -97,7 +97,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     log: ctx.log,
   });
   registerQuotaApi({ http: ctx.http, secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret }, overrides, instance: ctx.instanceId });
-  await startKafkaIngress(ctx, acceptor, metrics);
+  await startKafkaIngress(ctx, acceptor, metrics, config.dlqFloodSample);
 }
 
 await runService({

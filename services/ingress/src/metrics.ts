@@ -15,6 +15,7 @@ export class IngressMetrics {
   private readonly quotaDegraded: Gauge;
   private readonly ingestSeconds: Histogram;
   private readonly httpRefusals: Counter;
+  private readonly foldedRefusals: Counter;
 
   constructor(metrics: ServiceMetrics) {
     this.messages = metrics.counter('messages_total', 'Submitted messages by path (kafka, http) and outcome (accepted, duplicate, rejected).', [
@@ -33,6 +34,11 @@ export class IngressMetrics {
       'http_refusals_total',
       'POST /v1/messages answered with a refusal (400, 401, 413, 429), by HTTP status and error code. HTTP refusals write no dead letter and no status row: this counter is their only trace.',
       ['status', 'code'],
+    );
+    this.foldedRefusals = metrics.counter(
+      'folded_refusals_total',
+      'Kafka-ingress refusals past the first REACH_DLQ_FLOOD_SAMPLE of their producer, code and second: counted into one dead letter per such second instead of one each, by error code.',
+      ['code'],
     );
     this.ingestSeconds = metrics.histogram(
       'ingest_duration_seconds',
@@ -55,6 +61,10 @@ export class IngressMetrics {
 
   httpRefused(status: number, code: number): void {
     this.httpRefusals.inc({ status: String(status), code: String(code) });
+  }
+
+  foldedRefusal(code: number): void {
+    this.foldedRefusals.inc({ code: String(code) });
   }
 
   undecodable(code: number): void {
