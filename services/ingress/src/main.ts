@@ -1,4 +1,4 @@
-import { runService, type ServiceContext } from '@reach/service-kit';
+import { AuditLog, runService, type ServiceContext } from '@reach/service-kit';
 import { createRedis } from '@reach/store';
 import { Acceptor } from './acceptance.js';
 import { Authenticator } from './auth.js';
@@ -96,7 +96,9 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     readPolicy: { sameDomain: config.readsSameDomain },
     log: ctx.log,
   });
-  registerQuotaApi({ http: ctx.http, secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret }, overrides, instance: ctx.instanceId });
+  const secrets = { adminToken: config.adminToken, tokenSecret: config.tokenSecret };
+  const audit = new AuditLog({ pg: ctx.pg, service: ctx.service, instance: ctx.instanceId, secrets, log: ctx.log });
+  registerQuotaApi({ http: ctx.http, secrets, overrides, instance: ctx.instanceId, audit });
   await startKafkaIngress(ctx, acceptor, metrics, config.dlqFloodSample);
 }
 

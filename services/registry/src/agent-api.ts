@@ -12,7 +12,7 @@ import {
   type AgentDescriptor,
   type DescriptorRules,
 } from '@reach/agents';
-import type { HttpServer, Reply, Request, RevokedTokenView } from '@reach/service-kit';
+import type { AuditLog, HttpServer, Reply, Request, RevokedTokenView } from '@reach/service-kit';
 import type { AgentStore } from './agent-store.js';
 import type { AgentFeed } from './agent-feed.js';
 import { visibleAgent, type Viewer } from './agent-visibility.js';
@@ -45,6 +45,8 @@ export interface AgentApiDeps {
   revoked: RevokedTokenView;
   /** The grants from a domain to others (what its agents may see of other domains). */
   grantsFrom(domain: string): Promise<readonly DomainGrant[]>;
+  /** Deleting an agent is an action of the audit trail (by the admin or the agent itself). */
+  audit: AuditLog;
 }
 
 /** A fresh agent has done no work yet. */
@@ -274,6 +276,6 @@ export function mountAgentApi(http: HttpServer, deps: AgentApiDeps): void {
     .route('POST', '/v1/agents', register)
     .route('GET', '/v1/agents', list)
     .route('GET', '/v1/agents/{id}', show)
-    .route('DELETE', '/v1/agents/{id}', deregister)
+    .route('DELETE', '/v1/agents/{id}', deps.audit.wrap('agent.delete', 'id', deregister))
     .route('POST', '/v1/agents/{id}/heartbeat', heartbeat);
 }

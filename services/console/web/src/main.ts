@@ -6,6 +6,7 @@ import { renderAgents } from './views/agents.js';
 import { renderCapabilities } from './views/capabilities.js';
 import { DlqView } from './views/dlq.js';
 import { LookupView } from './views/lookup.js';
+import { AuditView } from './views/audit.js';
 import { renderPipeline } from './views/pipeline.js';
 
 /**
@@ -13,7 +14,7 @@ import { renderPipeline } from './views/pipeline.js';
  * console's overview (service readiness, queue depth per stage), the agent list and the new
  * QoS samples, then redraws the open tab — no reload, no framework.
  */
-const TABS = ['agents', 'capabilities', 'pipeline', 'dlq', 'lookup'] as const;
+const TABS = ['agents', 'capabilities', 'pipeline', 'dlq', 'lookup', 'audit'] as const;
 type Tab = (typeof TABS)[number];
 /** Samples of a trend kept while the page is open (2 min at the 2 s pace). */
 const KEEP = 60;
@@ -33,6 +34,7 @@ const lookup = new LookupView((id) => {
   location.hash = `#lookup/${encodeURIComponent(id)}`;
 });
 const dlq = new DlqView();
+const audit = new AuditView();
 
 function keepLast<T>(list: T[], n: number): void {
   if (list.length > n) list.splice(0, list.length - n);
@@ -52,6 +54,8 @@ function renderTab(now = Date.now()): void {
       return dlq.render(now);
     case 'lookup':
       return lookup.render(now);
+    case 'audit':
+      return audit.render();
   }
 }
 
@@ -127,6 +131,7 @@ async function refresh(): Promise<void> {
   }
   if (state.tab === 'dlq') await dlq.refresh();
   if (state.tab === 'lookup') await lookup.refresh();
+  if (state.tab === 'audit') await audit.refresh();
   renderServices();
   renderTab();
   const now = new Date();
@@ -157,6 +162,7 @@ function route(): void {
   }
   renderTab();
   if (state.tab === 'dlq') void dlq.refresh();
+  if (state.tab === 'audit') void audit.refresh();
   if (state.tab === 'lookup' && rest.length) void lookup.lookup(rest.join('/'));
 }
 
