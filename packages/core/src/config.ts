@@ -427,7 +427,7 @@ export const OPTIONS = {
   ),
   authFailureLimit: int(
     'REACH_AUTH_FAILURE_LIMIT',
-    50,
+    100,
     'Failed authentications (HTTP 401, WebSocket hello refused) one source address may cause per window on one service instance; past it every credentialed request from that address gets 429 4129 RATE_LIMITED (details.reason auth_failures) with Retry-After until the window ends (brute-force protection).',
     { min: 1, max: 1_000_000 },
   ),

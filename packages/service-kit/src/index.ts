@@ -10,3 +10,4 @@ export * from './alert.js';
 export * from './revoked-tokens.js';
 export * from './admin-auth.js';
 export * from './audit.js';
+export * from './auth-throttle.js';

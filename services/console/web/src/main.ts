@@ -96,7 +96,7 @@ async function refresh(): Promise<void> {
     api.get<Overview>('/api/overview'),
     // Never polled without a token: a 401 every 2 s would count against this address's failed-auth budget.
     getToken() ? api.get<{ agents: Agent[] }>('/api/registry/v1/agents') : Promise.resolve({ agents: [] as Agent[] }),
-    api.get<QosDelta>(`/api/qos-history?since=${state.qosSeq}`),
+    getToken() ? api.get<QosDelta>(`/api/qos-history?since=${state.qosSeq}`) : Promise.resolve({ seq: state.qosSeq, agents: {} } as QosDelta),
   ]);
   const problems: string[] = [];
   if (overview.status === 'fulfilled') {
