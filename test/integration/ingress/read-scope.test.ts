@@ -3,6 +3,7 @@ import { ulid } from 'ulid';
 import { startTestAgent, stopTestAgents, type TestAgent } from '@reach/sdk/testing';
 import { adminToken, uniq, urls } from '../../helpers/env.js';
 import { eventually } from '../../helpers/wait.js';
+import { registerProducer } from './producer-agent.js';
 
 // Issue #13, reads are scoped: a message, its timeline, its trace and its ?wait_ms result are
 // visible to the admin, its producer and the agent that handled it (or was targeted), and to
@@ -26,14 +27,9 @@ async function call(method: string, path: string, token: string, body?: unknown)
 
 /** A producer registered in `domain`, with the token the registry issued it. */
 async function producerIn(domain: string): Promise<{ agentId: string; token: string }> {
-  const res = await fetch(`${urls.registry}/v1/agents`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${adminToken()}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ agent_id: uniq('it.reader'), agent_type: 'test-producer', capabilities: [], metadata: { domain } }),
-  });
-  const body = (await res.json()) as { agent_id: string; token: string };
-  expect(res.status).toBe(201);
-  return { agentId: body.agent_id, token: body.token };
+  const p = await registerProducer('reader', domain);
+  expect(p.source).toBe('registry');
+  return p;
 }
 
 const domain = `scope${Date.now().toString(36)}`;

@@ -6,9 +6,11 @@ import type { Producer } from 'kafkajs';
 import { ulid } from 'ulid';
 import { signToken } from '@reach/core';
 import { PROXY_ROUTES } from '../../../services/console/dist/proxy.js';
-import { adminToken, tokenSecret, uniq, urls } from '../../helpers/env.js';
+import { adminToken, tokenSecret, urls } from '../../helpers/env.js';
+import { testEnvelope } from '../../helpers/envelope.js';
 import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
 import { eventually } from '../../helpers/wait.js';
+import { registerProducer } from '../ingress/producer-agent.js';
 import { CALLERS, routeTable, type Caller, type Fixtures } from './route-access.js';
 
 // Issue #13 §5, the auth matrix that cannot be skipped: every HTTP route every running service
@@ -65,14 +67,9 @@ function fill(path: string, params: Record<string, string> = {}): string {
 }
 
 async function registerAgent(domain: string): Promise<{ agentId: string; token: string }> {
-  const res = await fetch(`${urls.registry}/v1/agents`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${adminToken()}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ agent_id: uniq('it.matrix'), agent_type: 'matrix', capabilities: [], metadata: { domain } }),
-  });
-  const body = (await res.json()) as { agent_id: string; token: string };
-  if (res.status !== 201) throw new Error(`registering failed: ${res.status} ${JSON.stringify(body)}`);
-  return { agentId: body.agent_id, token: body.token };
+  const p = await registerProducer('matrix', domain);
+  if (p.source !== 'registry') throw new Error('the registry did not register the agent');
+  return p;
 }
 
 const adminPost = (path: string) => fetch(`${urls.registry}${path}`, { method: 'POST', headers: { authorization: `Bearer ${adminToken()}` } });
@@ -231,30 +228,7 @@ describe('the auth matrix', () => {
       CALLERS.map(async (caller) => {
         const id = `msg_${ulid()}`;
         sent[caller] = id;
-        const env = {
-          message_id: id,
-          message_type: 'task_request',
-          capability: fixtures.capability,
-          topic: null,
-          target_agent_id: null,
-          producer: live.agentId,
-          trace_id: uniq('trace'),
-          request_id: null,
-          idempotency_key: null,
-          session_id: null,
-          correlation_id: null,
-          reply_to: null,
-          priority: 'NORMAL',
-          tags: [],
-          retryable: true,
-          timeout_ms: null,
-          created_at: Date.now(),
-          expire_at: null,
-          schema_version: 1,
-          content_type: 'application/json',
-          payload: Buffer.from('{}'),
-          headers: {},
-        };
+        const env = testEnvelope({ message_id: id, capability: fixtures.capability, producer: live.agentId, payload: Buffer.from('{}') });
         const token = caller === 'rightAgent' ? live.token : tokens[caller];
         return { key: id, value: await schemas.encode(envelopeId, env), headers: token ? { 'reach-token': token } : {} };
       }),
