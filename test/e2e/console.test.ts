@@ -125,6 +125,12 @@ describe('web console in Chromium', () => {
     await page.goto(`${CONSOLE}/#dlq`);
     await page.waitForSelector('#dlq-table .empty', WAIT);
     expect(await page.textContent('#dlq-table')).toContain('needs the admin token');
+    // a token the services refuse is forgotten at once (no polling with it: failed
+    // authentications are rate-limited per address, docs/access-control.md)
+    await page.fill('#token-input', 'rt1.not.a-token');
+    await page.click('#token-form button[type=submit]');
+    await expect.poll(() => page.textContent('#token-state'), WAIT).toContain('token refused');
+    expect(await page.evaluate('sessionStorage.length')).toBe(0);
     await page.fill('#token-input', adminToken());
     await page.click('#token-form button[type=submit]');
     await page.waitForSelector('#token-state.ok', WAIT);
@@ -325,6 +331,22 @@ describe('web console in Chromium', () => {
       30_000,
     );
     await shot('dlq-replayed');
+  });
+
+  it('shows the audit trail like GET /v1/audit, filtered by action (the replay above is one)', { timeout: TEST_TIMEOUT }, async () => {
+    await openTab('audit');
+    await page.fill('#audit-action', 'dlq.replay');
+    await page.click('#audit-filters button[type=submit]');
+    const { entries } = await adminGet<{ entries: Array<{ audit_id: string; action: string; actor: string; result: string }> }>(
+      urls.registry,
+      '/v1/audit?action=dlq.replay&limit=1',
+    );
+    expect(entries[0]).toMatchObject({ action: 'dlq.replay', actor: 'admin', result: 'ok' });
+    const row = page.locator(`#audit-table tr[data-audit-id="${entries[0]!.audit_id}"]`);
+    await row.waitFor(WAIT);
+    expect(await row.getAttribute('data-action')).toBe('dlq.replay');
+    expect(await row.textContent()).toContain('admin');
+    await shot('audit');
   });
 
   it('raised no uncaught error in the page', () => {

@@ -1,4 +1,4 @@
-import { api, ApiError, getToken, setToken } from './api.js';
+import { api, ApiError, getToken, setToken, wasTokenRefused } from './api.js';
 import { byId, empty, h, replace } from './dom.js';
 import { formatClock } from './format.js';
 import type { Agent, Overview, QosDelta } from './types.js';
@@ -81,7 +81,7 @@ function renderServices(): void {
 function renderToken(): void {
   const has = getToken() !== null;
   const el = byId('token-state');
-  el.textContent = has ? 'admin token set' : 'no token: pipeline only';
+  el.textContent = has ? 'admin token set' : wasTokenRefused() ? 'token refused (401): paste a valid one' : 'no token: pipeline only';
   el.className = `token-state ${has ? 'ok' : 'warn'}`;
   byId('token-forget').hidden = !has;
 }
@@ -133,6 +133,7 @@ async function refresh(): Promise<void> {
   if (state.tab === 'lookup') await lookup.refresh();
   if (state.tab === 'audit') await audit.refresh();
   renderServices();
+  renderToken();
   renderTab();
   const now = new Date();
   setLive(problems.length === 0, problems.length ? `offline — ${problems[0]}` : `live · ${formatClock(now.getTime())}`);
