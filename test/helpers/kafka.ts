@@ -111,6 +111,14 @@ export class TopicTap<T = unknown> {
     }
   }
 
+  /**
+   * Reads every partition up to its end offset as of now: whatever was produced before this
+   * call is then in `records` (a test proves a record was *not* produced by an earlier step).
+   */
+  async readToEnd(timeoutMs = 20_000): Promise<void> {
+    await this.catchUp(Date.now() + timeoutMs);
+  }
+
   /** Waits until every partition is read up to its end offset as of now. */
   private async catchUp(deadline: number): Promise<void> {
     const admin = this.kafka.admin();

@@ -10,6 +10,7 @@ import { agents } from './commands/agents.js';
 import { send } from './commands/send.js';
 import { status } from './commands/status.js';
 import { trace } from './commands/trace.js';
+import { auditCommand, AUDIT_USAGE } from './commands/audit.js';
 import { dlqCommand, DLQ_USAGE } from './commands/dlq.js';
 import { rulesCommand, RULES_USAGE } from './commands/rules.js';
 import { quotaCommand, QUOTA_USAGE } from './commands/quota.js';
@@ -33,6 +34,7 @@ ${UP_USAGE}
 ${DLQ_USAGE}
 ${RULES_USAGE}
 ${QUOTA_USAGE}
+${AUDIT_USAGE}
 
 Options: --json for machine-readable output. Configuration: REACH_* environment variables (README).`;
 
@@ -45,6 +47,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'dlq') return dlqCommand(rest);
   if (command === 'rules') return rulesCommand(rest);
   if (command === 'quota') return quotaCommand(rest);
+  if (command === 'audit') return auditCommand(rest);
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,

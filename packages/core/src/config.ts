@@ -124,6 +124,22 @@ function list(env: string, def: readonly string[], description: string, recommen
   };
 }
 
+function bool(env: string, def: boolean, description: string, recommended?: string): Option<boolean> {
+  return {
+    env,
+    kind: 'bool',
+    default: def,
+    description,
+    recommended,
+    parse: (raw) => {
+      const v = raw.trim().toLowerCase();
+      if (v === 'true' || v === '1' || v === 'yes') return true;
+      if (v === 'false' || v === '0' || v === 'no') return false;
+      fail(env, raw, 'true or false');
+    },
+  };
+}
+
 function oneOf<const T extends string>(env: string, values: readonly T[], def: T, description: string, recommended?: string): Option<T> {
   return {
     env,
@@ -408,6 +424,25 @@ export const OPTIONS = {
       min: 50,
       max: 1000,
     },
+  ),
+  // ── access control (issue #13: least privilege) ───────────────────────────────────────────
+  readsSameDomain: bool(
+    'REACH_READS_SAME_DOMAIN',
+    false,
+    "Let every agent of a message's producer domain read the message, its timeline and its trace (GET /v1/messages/…, /v1/traces/…); off: only the admin, the producer and the agents that handled it or were targeted. See docs/access-control.md.",
+  ),
+  authFailureLimit: int(
+    'REACH_AUTH_FAILURE_LIMIT',
+    100,
+    'Failed authentications (HTTP 401, WebSocket hello refused) one source address may cause per window on one service instance; past it every credentialed request from that address gets 429 4129 RATE_LIMITED (details.reason auth_failures) with Retry-After until the window ends (brute-force protection).',
+    { min: 1, max: 1_000_000 },
+  ),
+  authFailureWindowS: int('REACH_AUTH_FAILURE_WINDOW_S', 60, 'The window of REACH_AUTH_FAILURE_LIMIT, in seconds.', { min: 1, max: 86400 }),
+  dlqFloodSample: int(
+    'REACH_DLQ_FLOOD_SAMPLE',
+    3,
+    'Kafka-ingress refusals kept in full per producer, error code and second; the rest of that second are folded into one dead letter with their count (issue #13: refusals do not flood the DLQ).',
+    { min: 1, max: 10_000 },
   ),
   // ── tracker ──────────────────────────────────────────────────────────────────────────────
   trackerBatchSize: int('REACH_TRACKER_BATCH_SIZE', 1000, 'Status events written to PostgreSQL per batch.', { min: 1, max: 20000 }),

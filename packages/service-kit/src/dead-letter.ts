@@ -46,6 +46,8 @@ export interface DeadLetterInput {
   history?: unknown;
   /** Where the message came from when there is no consumed record (e.g. HTTP). */
   sourceTopic?: string;
+  /** The producer, when there is neither an envelope nor a record to name it (a folded flood of refusals). */
+  producer?: string;
 }
 
 /**
@@ -68,7 +70,7 @@ export function deadLetterRecord(codec: SchemaCodec, input: DeadLetterInput, now
     source_partition: input.record?.partition ?? -1,
     source_offset: input.record ? Number(input.record.offset) : -1,
     attempts: input.attempts ?? 0,
-    producer: env?.producer ?? input.record?.headers['reach-producer'] ?? null,
+    producer: env?.producer ?? input.record?.headers['reach-producer'] ?? input.producer ?? null,
     trace_id: env?.trace_id ?? null,
     history_json: input.history === undefined ? null : JSON.stringify(input.history),
     envelope: env,

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ReachError, toReachError, type Logger } from '@reach/core';
+import type { AuthFailureThrottle } from './auth-throttle.js';
 
 /**
  * A deliberately small HTTP layer: exact-path routes with `{param}` segments, JSON in and out,
@@ -30,8 +31,15 @@ export type Handler = (req: Request) => Promise<Reply> | Reply;
 
 interface Route {
   method: string;
+  path: string;
   parts: string[];
   handler: Handler;
+}
+
+/** One served route, as `GET /v1/routes` lists it (the auth matrix test walks them all). */
+export interface RouteEntry {
+  readonly method: string;
+  readonly path: string;
 }
 
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -63,12 +71,35 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
 export class HttpServer {
   private readonly routes: Route[] = [];
   private server: Server | undefined;
+  private throttle: AuthFailureThrottle | undefined;
+  private readonly unthrottled = new Set<string>();
 
   constructor(private readonly log: Logger) {}
 
   route(method: string, path: string, handler: Handler): this {
-    this.routes.push({ method, parts: path.split('/').filter(Boolean), handler });
+    this.routes.push({ method, path, parts: path.split('/').filter(Boolean), handler });
     return this;
+  }
+
+  /** Every route this server serves, in registration order. */
+  routeTable(): RouteEntry[] {
+    return this.routes.map((r) => ({ method: r.method, path: r.path }));
+  }
+
+  /**
+   * Counts every 401 against the caller's source address and refuses an address past its
+   * budget (auth-throttle.ts) on every route but `exempt` ones (health, readiness, metrics:
+   * probes and scrapers carry no credential to guess).
+   */
+  throttleAuthFailures(throttle: AuthFailureThrottle, exempt: readonly string[]): this {
+    this.throttle = throttle;
+    for (const p of exempt) this.unthrottled.add(p);
+    return this;
+  }
+
+  /** The throttle of this server, shared with the WebSocket hello of the dispatcher. */
+  get authThrottle(): AuthFailureThrottle | undefined {
+    return this.throttle;
   }
 
   private match(method: string, path: string): { route: Route; params: Record<string, string> } | 'method' | undefined {
@@ -101,10 +132,12 @@ export class HttpServer {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const found = this.match(req.method ?? 'GET', url.pathname);
     let reply: Reply;
+    let refusal: Reply | undefined;
     try {
       if (found === undefined) reply = { status: 404, body: { error: { code: 404, name: 'NOT_FOUND', message: `no route ${url.pathname}` } } };
       else if (found === 'method')
         reply = { status: 405, body: { error: { code: 405, name: 'METHOD_NOT_ALLOWED', message: `${req.method} not allowed on ${url.pathname}` } } };
+      else if ((refusal = this.throttled(req, url.pathname))) reply = refusal;
       else {
         let body: Promise<Buffer> | undefined;
         const request: Request = {
@@ -136,6 +169,7 @@ export class HttpServer {
         ...(e.codeName === 'RATE_LIMITED' && e.details?.retryAfterS ? { headers: { 'retry-after': String(e.details.retryAfterS) } } : {}),
       };
     }
+    if (reply.status === 401) this.throttle?.failed(req.socket.remoteAddress);
     const isText = reply.text === true;
     const payload = reply.body === undefined ? '' : isText ? String(reply.body) : JSON.stringify(reply.body);
     res.writeHead(reply.status, {
@@ -144,6 +178,17 @@ export class HttpServer {
       ...reply.headers,
     });
     res.end(payload);
+  }
+
+  /** The 429 for an address past its failed-authentication budget, or undefined. */
+  private throttled(req: IncomingMessage, path: string): Reply | undefined {
+    if (!this.throttle || this.unthrottled.has(path)) return undefined;
+    const retryAfterS = this.throttle.retryAfterS(req.socket.remoteAddress);
+    if (retryAfterS === undefined) return undefined;
+    const e = new ReachError('RATE_LIMITED', `too many failed authentications from ${req.socket.remoteAddress}: try again in ${retryAfterS} s`, {
+      details: { reason: 'auth_failures', retry_after_s: retryAfterS },
+    });
+    return { status: 429, body: e.toBody(), headers: { 'retry-after': String(retryAfterS) } };
   }
 
   async listen(host: string, port: number): Promise<number> {

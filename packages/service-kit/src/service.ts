@@ -20,6 +20,7 @@ import { createPgPool, createRedis, ensurePartitions, migrate, type Pool, type R
 import { createTracer, type Tracer } from '@reach/tracing';
 import { createLogger } from './logger.js';
 import { ServiceMetrics } from './metrics.js';
+import { AuthFailureThrottle } from './auth-throttle.js';
 import { HttpServer } from './http.js';
 import { deadLetterRecord } from './dead-letter.js';
 import { takeOverMemberFile } from './member-file.js';
@@ -35,6 +36,8 @@ const BASE_OPTIONS = [
   'memberFile',
   'maxPayloadBytes',
   'otlpEndpoint',
+  'authFailureLimit',
+  'authFailureWindowS',
 ] as const;
 type BaseKey = (typeof BASE_OPTIONS)[number];
 
@@ -159,6 +162,14 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
     };
   });
   http.route('GET', '/metrics', async () => ({ status: 200, body: await metrics.registry.metrics(), text: true }));
+  // The served routes (issue #13): public like the API they list (DESIGN §3); the auth matrix
+  // test walks every one of them, so a new endpoint cannot go untested.
+  http.route('GET', '/v1/routes', () => ({ status: 200, body: { service: def.name, routes: http.routeTable() } }));
+  http.throttleAuthFailures(new AuthFailureThrottle({ limit: config.authFailureLimit, windowMs: config.authFailureWindowS * 1000 }), [
+    '/healthz',
+    '/readyz',
+    '/metrics',
+  ]);
 
   const fatal = (err: unknown): void => {
     log.fatal({ err }, 'fatal error; exiting for a supervised restart');

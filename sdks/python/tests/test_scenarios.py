@@ -434,7 +434,8 @@ async def test_blocking_sync_handler(start_agent: Any, reach_client: ReachClient
     statuses: set[str] = set()
     async with httpx.AsyncClient() as http:
         while True:
-            view = (await http.get(f"{reach_stack.registry_url}/v1/agents/{agent.agent_id}")).json()
+            # the registry's view of the agent, as the admin sees it (listings need a token: docs/access-control.md)
+            view = (await http.get(f"{reach_stack.registry_url}/v1/agents/{agent.agent_id}", headers={"authorization": f"Bearer {reach_stack.admin_token}"})).json()
             leases.add(view["lease_expires_at"])
             loads.add(view["load"]["current_load"])
             statuses.add(view["status"])

@@ -3,7 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { loadRate } from '@reach/agents';
 import type { AgentRecord } from '@reach/envelope';
 import { startTableView, TOPICS, valueSubject } from '@reach/kafka';
-import { PeriodicJob, runService, type ServiceContext } from '@reach/service-kit';
+import { ReachError } from '@reach/core';
+import { PeriodicJob, runService, type Reply, type ServiceContext } from '@reach/service-kit';
 import { checkServices, type ServiceHealth } from './health.js';
 import { PipelineSampler } from './pipeline.js';
 import { registerProxy } from './proxy.js';
@@ -81,10 +82,31 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
       body: { at: sampledAt, refresh_ms: SAMPLE_INTERVAL_MS, services, pipeline: pipeline.snapshot() },
     };
   });
-  ctx.http.route('GET', '/api/qos-history', (req) => {
+  // The QoS trend names agents, so it shows exactly the agents the caller's own token may list
+  // (issue #13): the registry decides, asked with the caller's Authorization, as the page would.
+  ctx.http.route('GET', '/api/qos-history', async (req) => {
+    const visible = await visibleAgentIds(upstreams.registry, req.headers.authorization);
+    if ('status' in visible) return visible;
     const since = Number(req.query.get('since') ?? 0);
-    return { status: 200, headers: { 'cache-control': 'no-store' }, body: qos.since(Number.isFinite(since) && since > 0 ? since : 0) };
+    const delta = qos.since(Number.isFinite(since) && since > 0 ? since : 0);
+    const agents = Object.fromEntries(Object.entries(delta.agents).filter(([id]) => visible.has(id)));
+    return { status: 200, headers: { 'cache-control': 'no-store' }, body: { ...delta, agents } };
   });
+}
+
+/** The agent ids the registry lists for this Authorization, or its refusal as the answer. */
+async function visibleAgentIds(registry: string, authorization: string | string[] | undefined): Promise<Set<string> | Reply> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (typeof authorization === 'string') headers.authorization = authorization;
+  let res: Response;
+  try {
+    res = await fetch(`${registry}/v1/agents`, { headers, signal: AbortSignal.timeout(10_000) });
+  } catch (err) {
+    throw new ReachError('DEPENDENCY_UNAVAILABLE', `registry did not answer at ${registry}: ${(err as Error).message}`, { cause: err });
+  }
+  const text = await res.text();
+  if (res.status !== 200) return { status: res.status, body: text, text: true, headers: { 'content-type': 'application/json; charset=utf-8' } };
+  return new Set((JSON.parse(text) as { agents: Array<{ agent_id: string }> }).agents.map((a) => a.agent_id));
 }
 
 await runService({

@@ -24,6 +24,7 @@ export const PROXY_ROUTES: readonly ProxyRoute[] = [
   { method: 'GET', upstream: 'dead-letter', path: '/v1/dlq/{id}' },
   { method: 'POST', upstream: 'dead-letter', path: '/v1/dlq/{id}/replay' },
   { method: 'GET', upstream: 'router', path: '/v1/view/agents/{id}' },
+  { method: 'GET', upstream: 'registry', path: '/v1/audit' },
 ];
 
 const TIMEOUT_MS = 10_000;

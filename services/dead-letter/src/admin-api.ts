@@ -1,5 +1,5 @@
 import type { Logger } from '@reach/core';
-import { adminOnly, type HttpServer, type Reply, type Request } from '@reach/service-kit';
+import { adminOnly, type AuditLog, type HttpServer, type Reply, type Request } from '@reach/service-kit';
 import { entryJson } from './entry.js';
 import { bulkReplayFromBody, encodeCursor, listFilterFromQuery } from './filters.js';
 import type { DeadLetterMetrics } from './metrics.js';
@@ -14,6 +14,8 @@ export interface AdminApiDeps {
   adminToken: string | undefined;
   tokenSecret: string | undefined;
   log: Logger;
+  /** Replays and purges are admin actions of the audit trail. */
+  audit: AuditLog;
 }
 
 function notFound(id: string): Reply {
@@ -64,41 +66,53 @@ export function registerAdminApi(d: AdminApiDeps): void {
   d.http.route(
     'POST',
     '/v1/dlq/replay',
-    guard(async (req) => {
-      const request = bulkReplayFromBody(await req.json());
-      const result = await d.replayer.replayMatching(request);
-      d.log.info({ filter: request.filter, ...result, replayed_ids: undefined }, 'bulk replay done');
-      return { status: 200, body: result };
-    }),
+    d.audit.wrap(
+      'dlq.replay_filter',
+      null,
+      guard(async (req) => {
+        const request = bulkReplayFromBody(await req.json());
+        const result = await d.replayer.replayMatching(request);
+        d.log.info({ filter: request.filter, ...result, replayed_ids: undefined }, 'bulk replay done');
+        return { status: 200, body: result };
+      }),
+    ),
   );
 
   d.http.route(
     'POST',
     '/v1/dlq/{id}/replay',
-    guard(async (req) => {
-      try {
-        return { status: 200, body: await d.replayer.replay(req.params.id!, 'manual') };
-      } catch (err) {
-        if (err instanceof ReplayRefused) return refused(err);
-        throw err;
-      }
-    }),
+    d.audit.wrap(
+      'dlq.replay',
+      'id',
+      guard(async (req) => {
+        try {
+          return { status: 200, body: await d.replayer.replay(req.params.id!, 'manual') };
+        } catch (err) {
+          if (err instanceof ReplayRefused) return refused(err);
+          throw err;
+        }
+      }),
+    ),
   );
 
   d.http.route(
     'DELETE',
     '/v1/dlq/{id}',
-    guard(async (req) => {
-      const id = req.params.id!;
-      const row = await d.store.purge(id, { event: 'PURGED', at: new Date().toISOString() });
-      if (!row) {
-        const existing = await d.store.get(id);
-        if (!existing) return notFound(id);
-        return { status: 200, body: { dlq_id: id, status: existing.status } };
-      }
-      d.metrics.purged();
-      d.log.info({ dlq_id: id, message_id: row.message_id, trace_id: row.trace_id }, 'dead letter purged');
-      return { status: 200, body: { dlq_id: id, status: row.status } };
-    }),
+    d.audit.wrap(
+      'dlq.purge',
+      'id',
+      guard(async (req) => {
+        const id = req.params.id!;
+        const row = await d.store.purge(id, { event: 'PURGED', at: new Date().toISOString() });
+        if (!row) {
+          const existing = await d.store.get(id);
+          if (!existing) return notFound(id);
+          return { status: 200, body: { dlq_id: id, status: existing.status } };
+        }
+        d.metrics.purged();
+        d.log.info({ dlq_id: id, message_id: row.message_id, trace_id: row.trace_id }, 'dead letter purged');
+        return { status: 200, body: { dlq_id: id, status: row.status } };
+      }),
+    ),
   );
 }

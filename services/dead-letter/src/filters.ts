@@ -1,4 +1,4 @@
-import { ReachError } from '@reach/core';
+import { parseTimeParam, ReachError } from '@reach/core';
 import type { EntryStatus } from './entry.js';
 
 /** Which entries a list or a bulk replay addresses. */
@@ -29,19 +29,8 @@ function invalid(field: string, message: string): never {
   throw new ReachError('INVALID_ENVELOPE', `${field}: ${message}`, { details: { field } });
 }
 
-/** RFC 3339 or epoch milliseconds (DESIGN §3: requests may give either). */
-export function parseTimeParam(v: unknown, field: string): number | undefined {
-  if (v === undefined || v === null || v === '') return undefined;
-  if (typeof v === 'number') {
-    if (Number.isFinite(v) && v >= 0) return Math.trunc(v);
-    invalid(field, 'must be an RFC 3339 time or epoch milliseconds');
-  }
-  if (typeof v !== 'string') invalid(field, 'must be an RFC 3339 time or epoch milliseconds');
-  if (/^\d{1,15}$/.test(v)) return Number(v);
-  const ms = Date.parse(v);
-  if (!Number.isFinite(ms) || !/^\d{4}-\d{2}-\d{2}/.test(v)) invalid(field, `${JSON.stringify(v)} is not an RFC 3339 time or epoch milliseconds`);
-  return ms;
-}
+/** RFC 3339 or epoch milliseconds (DESIGN §3: requests may give either); shared with the other time filters. */
+export { parseTimeParam };
 
 function parseName(v: unknown, field: string): string | undefined {
   if (v === undefined || v === null || v === '') return undefined;

@@ -2,7 +2,7 @@ import { acceptsNewWork } from '@reach/agents';
 import type { AgentRecord, Presence } from '@reach/envelope';
 import { produceAll, startTableView, TOPICS, valueSubject } from '@reach/kafka';
 import { newerAgentRecord, newerPresence } from '@reach/routing';
-import { alertRecord, runService, type ServiceContext } from '@reach/service-kit';
+import { alertRecord, AuditLog, runService, type ServiceContext } from '@reach/service-kit';
 import { registerAdminApi } from './admin-api.js';
 import { DeadLetterIngest } from './ingest.js';
 import { DeadLetterMetrics } from './metrics.js';
@@ -25,7 +25,14 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   const metrics = new DeadLetterMetrics(ctx.metrics);
   const store = new DeadLetterStore(ctx.pg);
   const replayer = new Replayer(store, ctx.producer, config.adminToken, metrics, ctx.log, ctx.tracer);
-  registerAdminApi({ http: ctx.http, store, replayer, metrics, adminToken: config.adminToken, tokenSecret: config.tokenSecret, log: ctx.log });
+  const audit = new AuditLog({
+    pg: ctx.pg,
+    service: ctx.service,
+    instance: ctx.instanceId,
+    secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret },
+    log: ctx.log,
+  });
+  registerAdminApi({ http: ctx.http, store, replayer, metrics, adminToken: config.adminToken, tokenSecret: config.tokenSecret, log: ctx.log, audit });
 
   const ingest = new DeadLetterIngest(ctx.codec, store, metrics, ctx.log, ctx.service, ctx.tracer);
   await ctx.batchStage({ topics: [TOPICS.dlq.name], maxBatch: 500, handleBatch: (records) => ingest.handle(records) });

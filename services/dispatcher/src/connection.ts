@@ -69,6 +69,8 @@ export interface ConnectionHost {
   unregister(conn: AgentConnection): void;
   /** Announces the connection on reach.presence.v1. */
   presenceConnected(conn: AgentConnection): void;
+  /** A hello was refused (brute-force protection counts it against the source address). */
+  helloRefused?(conn: AgentConnection): void;
 }
 
 type State = 'auth' | 'authenticating' | 'open' | 'closed';
@@ -114,6 +116,8 @@ export class AgentConnection {
     private readonly host: ConnectionHost,
     private readonly ws: WebSocket,
     private readonly headerToken: string | undefined,
+    /** The peer's address, for the failed-authentication budget (auth-throttle.ts). */
+    readonly remoteAddress?: string,
   ) {
     this.log = host.log.child({ connection_id: this.id });
     ws.on('message', (data, isBinary) => this.onMessage(data, isBinary));
@@ -458,7 +462,10 @@ export class AgentConnection {
 
   /** Closes with 4003 (also used by the gateway when the token is revoked). */
   authFailed(reason: string): void {
-    if (this.state === 'auth' || this.state === 'authenticating') this.countAttempt('auth_failed');
+    if (this.state === 'auth' || this.state === 'authenticating') {
+      this.countAttempt('auth_failed');
+      this.host.helloRefused?.(this);
+    }
     this.host.metrics.authFailures.inc();
     this.log.info({ reason }, 'auth failed');
     this.send(errorFrame('AUTH_FAILED', reason));

@@ -153,6 +153,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     log,
   );
   const gateway = new Gateway({
+    authThrottle: ctx.http.authThrottle,
     config: {
       pingIntervalMs: config.wsPingIntervalMs,
       idleTimeoutMs: config.wsIdleTimeoutMs,

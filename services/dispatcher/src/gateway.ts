@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import { bearer, type Logger, type TokenClaims } from '@reach/core';
 import type { SchemaCodec } from '@reach/envelope';
+import type { AuthFailureThrottle } from '@reach/service-kit';
 import type { Pool } from '@reach/store';
 import type { AgentChannels } from './agent-channels.js';
 import { AgentConnection, type ConnectionConfig, type ConnectionHost } from './connection.js';
@@ -41,6 +42,8 @@ export interface GatewayDeps {
   pg: Pool;
   metrics: DispatcherMetrics;
   log: Logger;
+  /** The HTTP server's failed-authentication budget, shared by the WebSocket hello (issue #13). */
+  authThrottle?: AuthFailureThrottle;
 }
 
 /**
@@ -93,8 +96,14 @@ export class Gateway implements ConnectionHost {
         socket.end(`HTTP/1.1 ${this.closing ? '503 Service Unavailable' : '404 Not Found'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
         return;
       }
+      // An address past its failed-authentication budget is refused before the handshake.
+      const retryAfterS = this.d.authThrottle?.retryAfterS(req.socket.remoteAddress);
+      if (retryAfterS !== undefined) {
+        socket.end(`HTTP/1.1 429 Too Many Requests\r\nretry-after: ${retryAfterS}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+        return;
+      }
       this.wss.handleUpgrade(req, socket, head, (ws) => {
-        const conn = new AgentConnection(this, ws, bearer(req.headers.authorization));
+        const conn = new AgentConnection(this, ws, bearer(req.headers.authorization), req.socket.remoteAddress);
         this.all.add(conn);
       });
     });
@@ -102,6 +111,10 @@ export class Gateway implements ConnectionHost {
     this.sweepTimer = setInterval(() => this.sweep(), tick);
     this.sweepTimer.unref();
     this.revocations.start();
+  }
+
+  helloRefused(conn: AgentConnection): void {
+    this.d.authThrottle?.failed(conn.remoteAddress);
   }
 
   private sweep(): void {

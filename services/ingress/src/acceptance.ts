@@ -1,4 +1,4 @@
-import { MESSAGE_ID_PATTERN, PRODUCER_DOMAIN_HEADER, toReachError, type Logger, type ReachError } from '@reach/core';
+import { errorInfo, isKnownCode, type ErrorName, MESSAGE_ID_PATTERN, PRODUCER_DOMAIN_HEADER, ReachError, toReachError, type Logger } from '@reach/core';
 import { validateEnvelope, type DeadLetterReason, type Envelope, type MessageState, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
@@ -6,6 +6,8 @@ import { isTraceId, isValidTraceparent, type Tracer } from '@reach/tracing';
 import { ADMIN_PRODUCER, Authenticator } from './auth.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { QuotaGate } from './quotas.js';
+import { PRODUCER_DOMAIN_DETAIL } from './read-access.js';
+import type { FoldedRefusals } from './refusal-flood.js';
 import type { EventRow, MessageRow } from './read-model.js';
 import { traceparentFor } from './traceparent.js';
 
@@ -13,6 +15,9 @@ const PENDING_SUBJECT = valueSubject(TOPICS.pending.name);
 
 /** The header of reach.ingress.v1 records that carries the producing agent's token (DESIGN §2). */
 export const TOKEN_HEADER = 'reach-token';
+
+/** The producer a refusal is counted against when neither a token nor an envelope names one. */
+export const UNKNOWN_PRODUCER = '(unknown)';
 
 /** Where a submission came from. */
 export type Via = { readonly kind: 'kafka'; readonly record: InRecord } | { readonly kind: 'http' };
@@ -46,7 +51,7 @@ export type Acceptance =
   | { readonly outcome: 'accepted'; readonly envelope: Envelope; readonly records: readonly OutRecord[] }
   /** The idempotency key belongs to an earlier message: nothing to produce. */
   | { readonly outcome: 'duplicate'; readonly envelope: Envelope; readonly originalId: string }
-  /** Refused: produce `records` (DLQ entry, REJECTED status, receipt) so the refusal is never silent. */
+  /** Refused: produce `records` (Kafka path: DLQ entry, REJECTED status, receipt) so the refusal is never silent; none on HTTP, whose caller gets the answer. */
   | { readonly outcome: 'rejected'; readonly envelope: Envelope; readonly error: ReachError; readonly records: readonly OutRecord[] };
 
 export interface AcceptorDeps {
@@ -173,10 +178,48 @@ export class Acceptor {
     }
     const status = statusRecord(
       this.deps.codec,
-      { state: 'PENDING', envelope, service: this.deps.service, instance: this.deps.instance, attempt, detail: viaDetail(s.via) },
+      {
+        state: 'PENDING',
+        envelope,
+        service: this.deps.service,
+        instance: this.deps.instance,
+        attempt,
+        // The producer's domain on the timeline lets REACH_READS_SAME_DOMAIN decide reads (read-access.ts).
+        detail: { ...viaDetail(s.via), [PRODUCER_DOMAIN_DETAIL]: envelope.headers[PRODUCER_DOMAIN_HEADER] ?? null },
+      },
       now,
     );
     return { outcome: 'accepted', envelope, records: [pending, status] };
+  }
+
+  /**
+   * Whom a refusal is counted against when floods are folded (refusal-flood.ts): the agent
+   * that proved to hold the token, else the producer the envelope names, else nobody known.
+   */
+  refusedProducer(token: string | undefined, envelope: Envelope | undefined): string {
+    return this.deps.auth.identify(token) ?? (envelope ? `unproven:${envelope.producer}` : UNKNOWN_PRODUCER);
+  }
+
+  /** The one dead letter that stands for a second of folded refusals: their count, no record. */
+  foldedDeadLetter(f: FoldedRefusals, now: number = Date.now()): OutRecord {
+    const name = (isKnownCode(f.code) ? errorInfo(f.code).name : 'INTERNAL') as ErrorName;
+    const at = new Date(f.second * 1000).toISOString();
+    const error = new ReachError(
+      name,
+      `${f.folded} more refusals (${f.total} in all) of producer ${f.producer} with code ${f.code} in the second from ${at}; the first ${f.total - f.folded} are dead letters of their own`,
+    );
+    return deadLetterRecord(
+      this.deps.codec,
+      {
+        service: this.deps.service,
+        error,
+        reason: name === 'RATE_LIMITED' ? 'RATE_LIMITED' : 'INVALID',
+        sourceTopic: TOPICS.ingress.name,
+        producer: f.producer,
+        history: { folded_refusals: { producer: f.producer, code: f.code, second: at, count: f.folded, total: f.total } },
+      },
+      now,
+    );
   }
 
   private duplicate(s: Submission, originalId: string): Acceptance {
@@ -212,6 +255,12 @@ export class Acceptor {
 
   private reject(s: Submission, error: ReachError, now: number): Acceptance {
     const env = s.envelope;
+    // An HTTP caller gets the refusal in its answer, and that is all (issue #13): a dead
+    // letter and a status row per 429 let one client flood the DLQ and the read model.
+    if (s.via.kind === 'http') {
+      this.deps.log.debug({ message_id: env.message_id, producer: env.producer, code: error.code, err: error.message, via: 'http' }, 'message refused');
+      return { outcome: 'rejected', envelope: env, error, records: [] };
+    }
     const { codec, service, instance } = this.deps;
     // Whoever proved to hold the token (even an expired or revoked one). Refusals of records
     // nobody authenticated are not written to the read model: anyone could otherwise mark
@@ -223,12 +272,9 @@ export class Acceptor {
         statusRecord(codec, { state: 'REJECTED', envelope: env, service, instance, code: error.code, reason: error.message, detail: viaDetail(s.via) }, now),
       );
     }
-    // A Kafka producer learns of the refusal only through a receipt; an HTTP caller gets it in
-    // the response, and a receipt would reach no one for pure HTTP producers (or "admin").
-    if (s.via.kind === 'kafka') {
-      const receipt = this.receipt(env, error, identity, now);
-      if (receipt) records.push(receipt);
-    }
+    // A Kafka producer learns of the refusal only through a receipt.
+    const receipt = this.receipt(env, error, identity, now);
+    if (receipt) records.push(receipt);
     this.deps.log.warn(
       { message_id: env.message_id, trace_id: env.trace_id, producer: env.producer, code: error.code, err: error.message, via: s.via.kind },
       'message rejected',
@@ -304,7 +350,7 @@ export function provisionalRow(
     agent_id: null,
     code: message.code,
     reason: message.reason,
-    detail: { via: 'http' },
+    detail: { via: 'http', [PRODUCER_DOMAIN_DETAIL]: env.headers[PRODUCER_DOMAIN_HEADER] ?? null },
   };
   return { message, event };
 }

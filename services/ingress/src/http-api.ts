@@ -3,10 +3,11 @@ import { envelopeFromJson } from '@reach/envelope';
 import { produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import type { HttpServer, Reply, Request } from '@reach/service-kit';
 import { provisionalRow, type Acceptor } from './acceptance.js';
-import type { Authenticator } from './auth.js';
+import type { Authenticator, Principal } from './auth.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { IngressMetrics } from './metrics.js';
-import { eventJson, messageJson, traceJson, type MessageRow, type ReadModel } from './read-model.js';
+import { isPartyByRow, mayRead, type ReadPolicy } from './read-access.js';
+import { eventJson, messageJson, traceJson, type EventRow, type MessageRow, type ReadModel } from './read-model.js';
 import type { RecentMessages } from './recent.js';
 import type { ResultWaiter } from './result-waiter.js';
 import { effectiveWaitMs, parseWaitMs } from './wait-policy.js';
@@ -31,6 +32,7 @@ export interface MessageApiDeps {
   service: string;
   instance: string;
   maxWaitMs: number;
+  readPolicy: ReadPolicy;
   log: Logger;
 }
 
@@ -38,6 +40,12 @@ function header(req: Request, name: string): string | undefined {
   const v = req.headers[name];
   const first = Array.isArray(v) ? v[0] : v;
   return first === undefined || first === '' ? undefined : first;
+}
+
+/** The error code of a refusal reply built by hand (the 429 with Retry-After). */
+function errorCodeOf(reply: Reply): number {
+  const code = (reply.body as { error?: { code?: unknown } } | undefined)?.error?.code;
+  return typeof code === 'number' ? code : 0;
 }
 
 function notFound(what: string): Reply {
@@ -101,13 +109,15 @@ export function registerMessageApi(d: MessageApiDeps): void {
     return row?.status ?? 'PENDING';
   };
 
-  const awaitResult = async (messageId: string, waitMs: number): Promise<Reply> => {
+  const awaitResult = async (who: Principal, messageId: string, waitMs: number): Promise<Reply> => {
     const started = Date.now();
     const { row, timedOut } = await d.waiter.wait(messageId, waitMs, started);
+    // A result is read like the message itself (the waiter only has its row: no timeline).
+    if (row && !mayRead(who, row, [], d.readPolicy)) return notFound(`message ${messageId}`);
     return waitReply(messageId, row, timedOut, Date.now() - started);
   };
 
-  d.http.route('POST', '/v1/messages', async (req) => {
+  const submit = async (req: Request): Promise<Reply> => {
     const received = performance.now();
     const token = bearer(req.headers.authorization);
     const principal = d.auth.authenticate(token);
@@ -127,15 +137,9 @@ export function registerMessageApi(d: MessageApiDeps): void {
 
     switch (acceptance.outcome) {
       case 'rejected': {
+        // Answered here and nowhere else (issue #13): no dead letter, no status row, so a
+        // client hammering its quota cannot flood the DLQ; http_refusals_total counts it.
         const { error } = acceptance;
-        try {
-          await produceWithin(d.producer, acceptance.records, PRODUCE_TIMEOUT_MS);
-          const row = provisionalRow(envelope, 'REJECTED', reporter, now, error);
-          d.recent.remember(row.message, row.event, now);
-        } catch (err) {
-          // The sender still gets its answer; only the queryable trace of the refusal is missing.
-          d.log.warn({ err, message_id: envelope.message_id, trace_id: envelope.trace_id }, 'could not record a rejection');
-        }
         const refusal = new ReachError(error.codeName, error.message, { details: { ...error.details, message_id: envelope.message_id } });
         // Over quota (4129): 429 with Retry-After, the seconds until the bucket holds a token again.
         const retryAfterS = error.details?.retry_after_s;
@@ -143,7 +147,7 @@ export function registerMessageApi(d: MessageApiDeps): void {
         throw refusal;
       }
       case 'duplicate': {
-        if (waitMs !== undefined) return awaitResult(acceptance.originalId, waitMs);
+        if (waitMs !== undefined) return awaitResult(principal, acceptance.originalId, waitMs);
         return { status: 200, body: { message_id: acceptance.originalId, status: await currentStatus(acceptance.originalId) } };
       }
       case 'accepted': {
@@ -157,37 +161,76 @@ export function registerMessageApi(d: MessageApiDeps): void {
         const row = provisionalRow(envelope, 'PENDING', reporter, now);
         d.recent.remember(row.message, row.event, now);
         d.log.info({ message_id: envelope.message_id, trace_id: envelope.trace_id, producer: envelope.producer }, 'message accepted');
-        if (waitMs !== undefined) return awaitResult(envelope.message_id, waitMs);
+        if (waitMs !== undefined) return awaitResult(principal, envelope.message_id, waitMs);
         return { status: 202, body: { message_id: envelope.message_id, status: 'PENDING' } };
       }
     }
+  };
+
+  /** Every HTTP refusal is counted (http_refusals_total), whichever check raised it. */
+  d.http.route('POST', '/v1/messages', async (req) => {
+    try {
+      const reply = await submit(req);
+      if (reply.status >= 400 && reply.status < 500) d.metrics.httpRefused(reply.status, errorCodeOf(reply));
+      return reply;
+    } catch (err) {
+      const e = toReachError(err);
+      if (e.httpStatus >= 400 && e.httpStatus < 500) d.metrics.httpRefused(e.httpStatus, e.code);
+      throw e;
+    }
   });
 
+  /** The message if `who` may read it (read-access.ts), else undefined: unknown and hidden look alike. */
+  const readable = async (who: Principal, id: string, withEvents: boolean): Promise<{ row: MessageRow; events: EventRow[] } | undefined> => {
+    const recent = d.recent.get(id);
+    const row = (await d.readModel.message(id)) ?? recent?.message;
+    if (!row) return undefined;
+    // The row alone decides for the admin, the producer, the last handler and the target: the
+    // timeline is read only when it is wanted or may decide (an earlier handler, the domain).
+    if (!withEvents && isPartyByRow(who, row)) return { row, events: [] };
+    const stored = await d.readModel.events([id]);
+    const events = stored.length > 0 ? stored : [...(recent?.events ?? [])];
+    return mayRead(who, row, events, d.readPolicy) ? { row, events } : undefined;
+  };
+
   d.http.route('GET', '/v1/messages/{id}', async (req) => {
-    d.auth.authenticate(bearer(req.headers.authorization));
+    const who = d.auth.authenticate(bearer(req.headers.authorization));
     const id = req.params.id!;
-    const row = (await d.readModel.message(id)) ?? d.recent.get(id)?.message;
-    return row ? { status: 200, body: messageJson(row) } : notFound(`message ${id}`);
+    const found = await readable(who, id, false);
+    return found ? { status: 200, body: messageJson(found.row) } : notFound(`message ${id}`);
   });
 
   d.http.route('GET', '/v1/messages/{id}/events', async (req) => {
-    d.auth.authenticate(bearer(req.headers.authorization));
+    const who = d.auth.authenticate(bearer(req.headers.authorization));
     const id = req.params.id!;
-    const events = await d.readModel.events([id]);
-    if (events.length === 0) {
-      const recent = d.recent.get(id);
-      if (!recent && !(await d.readModel.message(id))) return notFound(`message ${id}`);
-      return { status: 200, body: { message_id: id, events: (recent?.events ?? []).map(eventJson) } };
-    }
-    return { status: 200, body: { message_id: id, events: events.map(eventJson) } };
+    const found = await readable(who, id, true);
+    if (!found) return notFound(`message ${id}`);
+    return { status: 200, body: { message_id: id, events: found.events.map(eventJson) } };
   });
 
   d.http.route('GET', '/v1/traces/{trace_id}', async (req) => {
-    d.auth.authenticate(bearer(req.headers.authorization));
+    const who = d.auth.authenticate(bearer(req.headers.authorization));
     const traceId = req.params.trace_id!;
-    const rows = await d.readModel.trace(traceId);
+    const all = await d.readModel.trace(traceId);
+    const events = await d.readModel.events(all.map((r) => r.message_id));
+    // Only the messages of the trace the caller may read; none → as if the trace did not exist.
+    const rows = all.filter((r) =>
+      mayRead(
+        who,
+        r,
+        events.filter((e) => e.message_id === r.message_id),
+        d.readPolicy,
+      ),
+    );
     if (rows.length === 0) return notFound(`trace ${traceId}`);
-    const events = await d.readModel.events(rows.map((r) => r.message_id));
-    return { status: 200, body: traceJson(traceId, rows, events) };
+    const visible = new Set(rows.map((r) => r.message_id));
+    return {
+      status: 200,
+      body: traceJson(
+        traceId,
+        rows,
+        events.filter((e) => visible.has(e.message_id)),
+      ),
+    };
   });
 }

@@ -1,4 +1,4 @@
-import { runService, type ServiceContext } from '@reach/service-kit';
+import { AuditLog, runService, type ServiceContext } from '@reach/service-kit';
 import { createRedis } from '@reach/store';
 import { Acceptor } from './acceptance.js';
 import { Authenticator } from './auth.js';
@@ -16,7 +16,17 @@ import { ResultWaiter } from './result-waiter.js';
 import { RevocationView } from './revocations.js';
 
 // ingress: validation, auth, quotas, idempotency and the public message API (DESIGN §1, §2, §3).
-const OPTIONS = ['tokenSecret', 'adminToken', 'idempotencyTtlS', 'maxWaitMs', 'quotaDefaultRate', 'quotaDefaultBurst', 'quotaRefreshMs'] as const;
+const OPTIONS = [
+  'tokenSecret',
+  'adminToken',
+  'idempotencyTtlS',
+  'maxWaitMs',
+  'quotaDefaultRate',
+  'quotaDefaultBurst',
+  'quotaRefreshMs',
+  'readsSameDomain',
+  'dlqFloodSample',
+] as const;
 type Key = (typeof OPTIONS)[number];
 
 /**
@@ -83,10 +93,13 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     service: ctx.service,
     instance: ctx.instanceId,
     maxWaitMs: config.maxWaitMs,
+    readPolicy: { sameDomain: config.readsSameDomain },
     log: ctx.log,
   });
-  registerQuotaApi({ http: ctx.http, secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret }, overrides, instance: ctx.instanceId });
-  await startKafkaIngress(ctx, acceptor, metrics);
+  const secrets = { adminToken: config.adminToken, tokenSecret: config.tokenSecret };
+  const audit = new AuditLog({ pg: ctx.pg, service: ctx.service, instance: ctx.instanceId, secrets, log: ctx.log });
+  registerQuotaApi({ http: ctx.http, secrets, overrides, instance: ctx.instanceId, audit });
+  await startKafkaIngress(ctx, acceptor, metrics, config.dlqFloodSample);
 }
 
 await runService({

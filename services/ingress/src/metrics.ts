@@ -14,6 +14,8 @@ export class IngressMetrics {
   private readonly quotaLocal: Counter;
   private readonly quotaDegraded: Gauge;
   private readonly ingestSeconds: Histogram;
+  private readonly httpRefusals: Counter;
+  private readonly foldedRefusals: Counter;
 
   constructor(metrics: ServiceMetrics) {
     this.messages = metrics.counter('messages_total', 'Submitted messages by path (kafka, http) and outcome (accepted, duplicate, rejected).', [
@@ -28,6 +30,16 @@ export class IngressMetrics {
     );
     this.quotaDegraded = metrics.gauge('quota_degraded', '1 while quota buckets are decided locally because Redis is unavailable, else 0.');
     this.quotaDegraded.set(0);
+    this.httpRefusals = metrics.counter(
+      'http_refusals_total',
+      'POST /v1/messages answered with a refusal (400, 401, 413, 429), by HTTP status and error code. HTTP refusals write no dead letter and no status row: this counter is their only trace.',
+      ['status', 'code'],
+    );
+    this.foldedRefusals = metrics.counter(
+      'folded_refusals_total',
+      'Kafka-ingress refusals past the first REACH_DLQ_FLOOD_SAMPLE of their producer, code and second: counted into one dead letter per such second instead of one each, by error code.',
+      ['code'],
+    );
     this.ingestSeconds = metrics.histogram(
       'ingest_duration_seconds',
       'Ingest stage of accepted messages: HTTP from the request to its pending record being written; Kafka from the record being appended to its acceptance.',
@@ -45,6 +57,14 @@ export class IngressMetrics {
     if (a.outcome !== 'rejected') return;
     this.rejections.inc({ path, code: String(a.error.code) });
     if (a.error.codeName === 'RATE_LIMITED') this.quotaRejections.inc({ path });
+  }
+
+  httpRefused(status: number, code: number): void {
+    this.httpRefusals.inc({ status: String(status), code: String(code) });
+  }
+
+  foldedRefusal(code: number): void {
+    this.foldedRefusals.inc({ code: String(code) });
   }
 
   undecodable(code: number): void {

@@ -1,5 +1,5 @@
 import { ReachError } from '@reach/core';
-import { adminOnly, type AdminSecrets, type HttpServer, type Reply, type Request } from '@reach/service-kit';
+import { adminOnly, type AdminSecrets, type AuditLog, type HttpServer, type Reply, type Request } from '@reach/service-kit';
 import { checkAgentId, parseQuotaBody, quotaJson } from './quota-limits.js';
 import type { QuotaOverrides } from './quota-overrides.js';
 
@@ -8,6 +8,8 @@ export interface QuotaApiDeps {
   secrets: AdminSecrets;
   overrides: QuotaOverrides;
   instance: string;
+  /** Quota changes are admin actions of the audit trail. */
+  audit: AuditLog;
 }
 
 const DEFAULT_LIST_LIMIT = 100;
@@ -81,21 +83,29 @@ export function registerQuotaApi(d: QuotaApiDeps): void {
   d.http.route(
     'PUT',
     '/v1/quotas/{agent_id}',
-    guard(async (req) => {
-      const agentId = checkAgentId(req.params.agent_id!);
-      const limit = parseQuotaBody(await req.json(), defaults);
-      const row = await d.overrides.set(agentId, limit, actor(req));
-      return { status: 200, body: { ...quotaJson(agentId, row.limit, 'override', row.updatedAt), updated_by: row.updatedBy } };
-    }),
+    d.audit.wrap(
+      'quota.set',
+      'agent_id',
+      guard(async (req) => {
+        const agentId = checkAgentId(req.params.agent_id!);
+        const limit = parseQuotaBody(await req.json(), defaults);
+        const row = await d.overrides.set(agentId, limit, actor(req));
+        return { status: 200, body: { ...quotaJson(agentId, row.limit, 'override', row.updatedAt), updated_by: row.updatedBy } };
+      }),
+    ),
   );
 
   d.http.route(
     'DELETE',
     '/v1/quotas/{agent_id}',
-    guard(async (req) => {
-      const agentId = checkAgentId(req.params.agent_id!);
-      const removed = await d.overrides.remove(agentId, actor(req));
-      return { status: 200, body: { ...quotaJson(agentId, defaults, 'default', null), removed } };
-    }),
+    d.audit.wrap(
+      'quota.reset',
+      'agent_id',
+      guard(async (req) => {
+        const agentId = checkAgentId(req.params.agent_id!);
+        const removed = await d.overrides.remove(agentId, actor(req));
+        return { status: 200, body: { ...quotaJson(agentId, defaults, 'default', null), removed } };
+      }),
+    ),
   );
 }

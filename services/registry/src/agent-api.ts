@@ -12,10 +12,12 @@ import {
   type AgentDescriptor,
   type DescriptorRules,
 } from '@reach/agents';
-import type { HttpServer, Reply, Request, RevokedTokenView } from '@reach/service-kit';
+import type { AuditLog, HttpServer, Reply, Request, RevokedTokenView } from '@reach/service-kit';
 import type { AgentStore } from './agent-store.js';
 import type { AgentFeed } from './agent-feed.js';
+import { visibleAgent, type Viewer } from './agent-visibility.js';
 import { authorizeAgent, authorizeRegistration, identifyCaller, type AuthSecrets } from './auth.js';
+import type { DomainGrant } from './grants.js';
 import { revokeAgentTokens } from './token-api.js';
 import type { TokenStore } from './token-store.js';
 import { parseHeartbeat } from './heartbeat-body.js';
@@ -41,6 +43,10 @@ export interface AgentApiDeps {
   tokens: TokenStore;
   /** Revoked token ids this instance refuses. */
   revoked: RevokedTokenView;
+  /** The grants from a domain to others (what its agents may see of other domains). */
+  grantsFrom(domain: string): Promise<readonly DomainGrant[]>;
+  /** Deleting an agent is an action of the audit trail (by the admin or the agent itself). */
+  audit: AuditLog;
 }
 
 /** A fresh agent has done no work yet. */
@@ -212,7 +218,30 @@ export function mountAgentApi(http: HttpServer, deps: AgentApiDeps): void {
     return { status: 200, body: { agent_id: id, status: 'DEREGISTERED' } };
   }
 
+  /**
+   * Listings need a token (issue #13): the admin sees all, an agent what agent-visibility.ts
+   * allows; no token or an invalid one is 401, the enrollment token (not an agent) 403.
+   */
+  async function viewerOf(req: Request): Promise<Viewer | Reply> {
+    const caller = callerOf(req);
+    switch (caller.kind) {
+      case 'admin':
+        return { admin: true };
+      case 'agent':
+        return { admin: false, domain: caller.claims.dom, grants: await deps.grantsFrom(caller.claims.dom) };
+      case 'anonymous':
+        throw new ReachError('AUTH_FAILED', 'listing agents needs a token: an agent token or the admin token (Authorization: Bearer …)');
+      case 'enrollment':
+        return {
+          status: 403,
+          body: new ReachError('AUTH_FAILED', 'the enrollment token may not list agents: it needs an agent token or the admin token').toBody(),
+        };
+    }
+  }
+
   async function list(req: Request): Promise<Reply> {
+    const viewer = await viewerOf(req);
+    if ('status' in viewer) return viewer;
     const capability = req.query.get('capability');
     const statuses = req.query
       .get('status')
@@ -226,13 +255,19 @@ export function mountAgentApi(http: HttpServer, deps: AgentApiDeps): void {
     const agents = records
       .filter((r) => !statuses?.length || statuses.includes(r.status))
       .filter((r) => !domain || r.metadata.domain === domain)
+      .map((r) => visibleAgent(r, viewer))
+      .filter((r): r is AgentRecord => r !== undefined)
       .map((r) => agentRecordToJson(r, now));
     return { status: 200, body: { agents } };
   }
 
   async function show(req: Request): Promise<Reply> {
+    const viewer = await viewerOf(req);
+    if ('status' in viewer) return viewer;
     const id = req.params.id!;
-    const record = await store.get(id);
+    const stored = await store.get(id);
+    // An agent the caller may not see answers exactly like an unknown one.
+    const record = stored && visibleAgent(stored, viewer);
     if (!record) throw unknownAgent(id);
     return { status: 200, body: agentRecordToJson(record) };
   }
@@ -241,6 +276,6 @@ export function mountAgentApi(http: HttpServer, deps: AgentApiDeps): void {
     .route('POST', '/v1/agents', register)
     .route('GET', '/v1/agents', list)
     .route('GET', '/v1/agents/{id}', show)
-    .route('DELETE', '/v1/agents/{id}', deregister)
+    .route('DELETE', '/v1/agents/{id}', deps.audit.wrap('agent.delete', 'id', deregister))
     .route('POST', '/v1/agents/{id}/heartbeat', heartbeat);
 }

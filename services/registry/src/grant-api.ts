@@ -1,6 +1,6 @@
 import { DOMAIN_PATTERN, invalidRegistration } from '@reach/agents';
 import type { Logger } from '@reach/core';
-import type { HttpServer, Reply, Request } from '@reach/service-kit';
+import type { AuditLog, HttpServer, Reply, Request } from '@reach/service-kit';
 import { adminOnly, type AuthSecrets, type RevocationCheck } from './auth.js';
 import type { GrantFeed } from './grant-feed.js';
 import type { GrantStore } from './grant-store.js';
@@ -14,6 +14,8 @@ export interface GrantApiDeps {
   isRevoked: RevocationCheck;
   /** How long a request waits for its change to reach reach.grants.v1 before answering 503. */
   publishTimeoutMs: number;
+  /** Grant changes are admin actions of the audit trail. */
+  audit: AuditLog;
 }
 
 function notFound(message: string): Reply {
@@ -63,7 +65,7 @@ export function mountGrantApi(http: HttpServer, deps: GrantApiDeps): void {
   }
 
   http
-    .route('PUT', '/v1/grants', admin('PUT /v1/grants', put))
+    .route('PUT', '/v1/grants', deps.audit.wrap('grant.put', null, admin('PUT /v1/grants', put)))
     .route('GET', '/v1/grants', admin('GET /v1/grants', list))
-    .route('DELETE', '/v1/grants/{grant_id}', admin('DELETE /v1/grants', revoke));
+    .route('DELETE', '/v1/grants/{grant_id}', deps.audit.wrap('grant.revoke', 'grant_id', admin('DELETE /v1/grants', revoke)));
 }

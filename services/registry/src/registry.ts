@@ -1,6 +1,7 @@
 import { ConfigError } from '@reach/core';
 import { parseCapabilityDictionary } from '@reach/agents';
-import { PeriodicJob, RevokedTokenView, type ServiceContext } from '@reach/service-kit';
+import { AuditLog, PeriodicJob, RevokedTokenView, type ServiceContext } from '@reach/service-kit';
+import { mountAuditApi } from './audit-api.js';
 import { AgentStore } from './agent-store.js';
 import { AgentFeed } from './agent-feed.js';
 import { mountAgentApi } from './agent-api.js';
@@ -54,8 +55,12 @@ export async function startRegistry(ctx: ServiceContext<RegistryOption>): Promis
     metrics.feedRecords.inc({ kind: 'record' }, records);
     metrics.feedRecords.inc({ kind: 'tombstone' }, tombstones);
   });
+  const grants = new GrantStore(ctx.pg);
+  const audit = new AuditLog({ pg: ctx.pg, service: ctx.service, instance: ctx.instanceId, secrets, log });
   mountAgentApi(ctx.http, {
     store,
+    audit,
+    grantsFrom: (domain) => grants.list({ from_domain: domain }),
     feed,
     log,
     metrics,
@@ -74,10 +79,10 @@ export async function startRegistry(ctx: ServiceContext<RegistryOption>): Promis
       publishTimeoutMs: PUBLISH_TIMEOUT_MS,
     },
   });
-  mountTokenApi(ctx.http, { tokens, revoked, log, secrets });
-  const grants = new GrantStore(ctx.pg);
+  mountTokenApi(ctx.http, { tokens, revoked, log, secrets, audit });
+  mountAuditApi(ctx.http, { pg: ctx.pg, secrets, isRevoked: (jti) => revoked.has(jti) });
   const grantFeed = new GrantFeed(grants, ctx.kafka, ctx.producer, ctx.codec, log);
-  mountGrantApi(ctx.http, { store: grants, feed: grantFeed, log, secrets, isRevoked: (jti) => revoked.has(jti), publishTimeoutMs: PUBLISH_TIMEOUT_MS });
+  mountGrantApi(ctx.http, { store: grants, feed: grantFeed, log, secrets, isRevoked: (jti) => revoked.has(jti), publishTimeoutMs: PUBLISH_TIMEOUT_MS, audit });
   ctx.onShutdown(() => grantFeed.stop());
   reconcileGrants(grantFeed, log);
   const purge = new PeriodicJob('token purge', TOKEN_PURGE_INTERVAL_MS, () => tokens.purgeExpired(TOKEN_PURGE_GRACE_S), log);

@@ -1,5 +1,5 @@
 import type { Logger } from '@reach/core';
-import type { HttpServer, Reply, Request, RevokedTokenView } from '@reach/service-kit';
+import type { AuditLog, HttpServer, Reply, Request, RevokedTokenView } from '@reach/service-kit';
 import { adminOnly, type AuthSecrets } from './auth.js';
 import type { RevokedRow, TokenStore } from './token-store.js';
 
@@ -8,6 +8,8 @@ export interface TokenApiDeps {
   revoked: RevokedTokenView;
   log: Logger;
   secrets: AuthSecrets;
+  /** Revocations are admin actions of the audit trail. */
+  audit: AuditLog;
 }
 
 /**
@@ -56,6 +58,6 @@ export function mountTokenApi(http: HttpServer, deps: TokenApiDeps): void {
   }
 
   http
-    .route('POST', '/v1/agents/{id}/tokens/revoke', admin('POST /v1/agents/{id}/tokens/revoke', revokeAgent))
-    .route('DELETE', '/v1/tokens/{jti}', admin('DELETE /v1/tokens/{jti}', revokeOne));
+    .route('POST', '/v1/agents/{id}/tokens/revoke', deps.audit.wrap('token.revoke_agent', 'id', admin('POST /v1/agents/{id}/tokens/revoke', revokeAgent)))
+    .route('DELETE', '/v1/tokens/{jti}', deps.audit.wrap('token.revoke', 'jti', admin('DELETE /v1/tokens/{jti}', revokeOne)));
 }

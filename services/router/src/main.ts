@@ -3,8 +3,8 @@ import { CIRCUIT_OPTIONS, CircuitBreakers, CircuitCache, circuitPolicy } from '@
 import type { Envelope } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type StageHandlerContext } from '@reach/kafka';
 import { budgetPolicyOf, readHints, ruleFactsOf, type RoutingConfig } from '@reach/routing';
-import { AlertThrottle, alertRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
-import { createRedis, type Redis } from '@reach/store';
+import { AlertThrottle, alertRecord, AuditLog, forMessage, runService, type ServiceContext } from '@reach/service-kit';
+import { createPgPool, createRedis, type Redis } from '@reach/store';
 import { routeWithCircuits } from './circuit-gate.js';
 import { KeyedSerializer } from './keyed-serializer.js';
 import { routerMetrics } from './metrics.js';
@@ -44,6 +44,7 @@ const OPTIONS = [
   'budgetPolicy',
   'circuitRefreshMs',
   'rulesFile',
+  'databaseUrl',
   ...CIRCUIT_OPTIONS,
 ] as const;
 
@@ -59,9 +60,27 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   ctx.addReadinessCheck('presence-view', () => views.presence.caughtUp);
   ctx.addReadinessCheck('grants-view', () => views.grantsView.caughtUp);
 
+  // The audit trail's own small pool: the router needs PostgreSQL for nothing else, and a
+  // failed audit write must never hold up routing (AuditLog logs it and goes on).
+  const auditPg = createPgPool(config.databaseUrl, { max: 2, logger: ctx.log, applicationName: 'reach-router-audit' });
+  ctx.onShutdown(() => auditPg.end());
+  const secrets = { adminToken: config.adminToken, tokenSecret: config.tokenSecret };
+  const audit = new AuditLog({ pg: auditPg, service: ctx.service, instance: ctx.instanceId, secrets, log: ctx.log });
   const rules = new RulesWatcher(config.rulesFile || null, ctx.log, (result) => {
     metrics.rulesReloads.inc({ result });
     metrics.rulesLoaded.set(rules.current.rules.length);
+    // A changed rules file is an admin action too (whoever edited it): recorded by each router.
+    const { digest, rejected } = rules.status();
+    void audit.record({
+      actor: `router:${ctx.instanceId}`,
+      source: null,
+      action: 'rules.applied',
+      target: config.rulesFile || null,
+      request: null,
+      status: 0,
+      result: result === 'applied' ? 'ok' : 'failed',
+      detail: { result, digest, rules: rules.current.rules.length, ...(result === 'applied' ? {} : { diagnostics: rejected?.diagnostics ?? [] }) },
+    });
   });
   await rules.start();
   ctx.onShutdown(() => rules.stop());
@@ -129,7 +148,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
       return alertRecord(codec, { ...input, labels: { ...input.labels, suppressed_since_last: String(suppressed) } }, ctx.log);
     },
   };
-  registerRulesApi(ctx.http, { rules, views, deps, circuits, secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret } });
+  registerRulesApi(ctx.http, { rules, views, deps, circuits, secrets, audit });
 
   // Routing from a half-read registry would send everything to NO_ROUTE: consume only once
   // both views hold everything that was in their topics at start.

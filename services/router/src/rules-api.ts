@@ -1,7 +1,7 @@
 import { envelopeFromJson } from '@reach/envelope';
 import type { CircuitCache } from '@reach/circuits';
 import { readHints, routeMessage, ruleFactsOf, type RouteDeps } from '@reach/routing';
-import { adminOnly, type AdminSecrets, type HttpServer, type Reply, type Request } from '@reach/service-kit';
+import { adminOnly, type AdminSecrets, type AuditLog, type HttpServer, type Reply, type Request } from '@reach/service-kit';
 import { policyOf, withRuleAction } from './rule-policy.js';
 import type { RulesWatcher } from './rules-watcher.js';
 import type { RegistryViews } from './views.js';
@@ -12,6 +12,8 @@ interface RulesApiDeps {
   deps: RouteDeps;
   circuits: CircuitCache;
   secrets: AdminSecrets;
+  /** A reload asked for is an admin action of the audit trail. */
+  audit: AuditLog;
 }
 
 /**
@@ -40,6 +42,18 @@ export function registerRulesApi(http: HttpServer, d: RulesApiDeps): void {
         },
       };
     }),
+  );
+
+  // Re-reads REACH_RULES_FILE now (it is also re-read every second): an invalid file keeps the
+  // rules in force and shows up in `rejected`, as with the timer's reloads.
+  http.route(
+    'POST',
+    '/v1/rules/reload',
+    d.audit.wrap(
+      'rules.reload',
+      null,
+      admin(async () => ({ status: 200, body: await d.rules.reloadNow() })),
+    ),
   );
 
   http.route(

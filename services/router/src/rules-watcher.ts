@@ -66,6 +66,12 @@ export class RulesWatcher {
     };
   }
 
+  /** Reads the file now instead of at the next tick (POST /v1/rules/reload); the status after it. */
+  async reloadNow(): Promise<RulesStatus> {
+    await this.reload();
+    return this.status();
+  }
+
   private async reload(): Promise<void> {
     if (this.file === null) return;
     let source: string;

@@ -223,3 +223,40 @@ describe('Kafka ingress', () => {
     expect(dlq.records.some(byMessage(retry.message_id))).toBe(false);
   });
 });
+
+// Issue #13: a flood of refusals is folded. Per producer, code and second the first
+// REACH_DLQ_FLOOD_SAMPLE (3) refusals are dead letters of their own; the rest of that second
+// become one dead letter carrying their count, so nothing is silent and nothing floods.
+describe('a flood of Kafka refusals', () => {
+  it('keeps the first few of each second in full and folds the rest into one counted dead letter per second', async () => {
+    const flooder = uniq('it.flooder');
+    // signed by the stack but expired: the producer is proven (the count is kept against it), the record refused (1003)
+    const expired = mintToken(flooder, -60);
+    const N = 60;
+    const envs = Array.from({ length: N }, () => envelope({ producer: flooder }));
+    await producer.send({ topic: 'reach.ingress.v1', acks: -1, messages: await Promise.all(envs.map((e) => record(e, { 'reach-token': expired }))) });
+
+    const ofFlooder = () => dlq.records.filter((r) => r.value?.producer === flooder);
+    const foldedCount = (r: { value?: Record<string, unknown> }) =>
+      (JSON.parse((r.value?.history_json as string | null) ?? '{}') as { folded_refusals?: { count: number } }).folded_refusals?.count;
+    // every refusal is accounted for: kept in full, or counted in a folded entry
+    await dlq.waitFor(() => ofFlooder().reduce((n, r) => n + (foldedCount(r) ?? 1), 0) >= N, 20_000);
+    const entries = ofFlooder();
+    const full = entries.filter((r) => foldedCount(r) === undefined);
+    const folded = entries.filter((r) => foldedCount(r) !== undefined);
+    expect(full.length + folded.reduce((n, r) => n + foldedCount(r)!, 0)).toBe(N);
+    for (const r of full) expect(r.value).toMatchObject({ reason: 'INVALID', code: 1003, producer: flooder });
+    expect(full.every((r) => envs.some((e) => e.message_id === r.value?.message_id))).toBe(true);
+    for (const r of folded) {
+      expect(r.value).toMatchObject({ reason: 'INVALID', code: 1003, producer: flooder, message_id: null, source_topic: 'reach.ingress.v1' });
+      expect(r.value?.error).toMatch(/more refusals .* of producer .* with code 1003/);
+    }
+    // one folded entry per second at most, and at most 3 kept in full per second of it
+    const seconds = new Set(folded.map((r) => (JSON.parse(r.value!.history_json as string) as { folded_refusals: { second: string } }).folded_refusals.second));
+    expect(seconds.size).toBe(folded.length);
+    expect(folded.length).toBeGreaterThan(0);
+    expect(full.length).toBeLessThanOrEqual(3 * (seconds.size + 2));
+    // the point of it all: far fewer dead letters than refused records
+    expect(entries.length).toBeLessThan(N / 2);
+  });
+});

@@ -15,17 +15,17 @@ export function mintToken(agentId: string, ttlS = 600, nowS = Math.floor(Date.no
 }
 
 /**
- * Registers a pure producer (no capabilities) with the registry, `POST /v1/agents` with the
+ * Registers a pure producer (no capabilities; in `domain` when given) with the registry, `POST /v1/agents` with the
  * admin token, and returns the token it issues. While the registry does not serve that route
  * yet (it is built in parallel), the token is minted with the stack's secret instead, exactly
  * as the registry signs it.
  */
-export async function registerProducer(prefix = 'producer'): Promise<ProducerAgent> {
+export async function registerProducer(prefix = 'producer', domain?: string): Promise<ProducerAgent> {
   const wanted = uniq(`it.${prefix}`);
   const res = await fetch(`${urls.registry}/v1/agents`, {
     method: 'POST',
     headers: { authorization: `Bearer ${adminToken()}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ agent_id: wanted, agent_type: 'test-producer', capabilities: [] }),
+    body: JSON.stringify({ agent_id: wanted, agent_type: 'test-producer', capabilities: [], ...(domain ? { metadata: { domain } } : {}) }),
   });
   const text = await res.text();
   if (res.status === 201) {

@@ -71,12 +71,17 @@ export interface AgentJson {
   updated_at: string;
 }
 
+/** An agent as the admin sees it (listings need a token: docs/access-control.md). */
 export async function getAgent(id: string, base?: string): Promise<Answer<AgentJson>> {
-  return call<AgentJson>('GET', `/v1/agents/${encodeURIComponent(id)}`, base ? { base } : {});
+  return call<AgentJson>('GET', `/v1/agents/${encodeURIComponent(id)}`, { token: adminToken(), ...(base ? { base } : {}) });
 }
 
+/** The agents the admin sees. */
 export async function listAgents(query: Record<string, string>, base?: string): Promise<AgentJson[]> {
-  const res = await call<{ agents: AgentJson[] }>('GET', `/v1/agents?${new URLSearchParams(query).toString()}`, base ? { base } : {});
+  const res = await call<{ agents: AgentJson[] }>('GET', `/v1/agents?${new URLSearchParams(query).toString()}`, {
+    token: adminToken(),
+    ...(base ? { base } : {}),
+  });
   if (res.status !== 200) throw new Error(`list answered ${res.status}: ${JSON.stringify(res.body)}`);
   return res.body.agents;
 }

@@ -359,9 +359,52 @@ describe('GET /v1/agents', () => {
   });
 
   it('answers 404 / 2001 for an unknown agent', async () => {
-    const res = await call<{ error: { code: number; name: string } }>('GET', `/v1/agents/${uniq('it.nobody')}`);
+    const res = await call<{ error: { code: number; name: string } }>('GET', `/v1/agents/${uniq('it.nobody')}`, { token: adminToken() });
     expect(res.status).toBe(404);
     expect(res.body.error).toMatchObject({ code: 2001, name: 'NO_ROUTE' });
+  });
+});
+
+// Issue #13: listings need a token; an agent sees its own domain, and of another domain only
+// the capabilities granted to its domain there; the admin sees everything.
+describe('GET /v1/agents is scoped to the caller', () => {
+  it('needs a token: 401 without one or with a malformed one', async () => {
+    expect((await call('GET', '/v1/agents')).status).toBe(401);
+    expect((await call('GET', '/v1/agents', { token: 'rt1.not.valid' })).status).toBe(401);
+    expect((await call('GET', `/v1/agents/${uniq('it.x')}`)).status).toBe(401);
+  });
+
+  it('shows an agent its own domain and only the granted capabilities of another, and 404 for the rest', async () => {
+    const w = capWord();
+    const [home, away, hidden] = [`home${w}`, `away${w}`, `hid${w}`];
+    const viewer = await register(descriptor({ capabilities: [{ name: `ask_${w}` }], metadata: { domain: home } }));
+    const neighbour = await register(descriptor({ capabilities: [{ name: `chat_${w}` }], metadata: { domain: home } }));
+    const partner = await register(descriptor({ capabilities: [{ name: `open_${w}` }, { name: `secret_${w}` }], metadata: { domain: away } }));
+    const stranger = await register(descriptor({ capabilities: [{ name: `open_${w}` }], metadata: { domain: hidden } }));
+    const grant = await call<{ grant_id: string }>('PUT', '/v1/grants', {
+      token: adminToken(),
+      body: { from_domain: home, to_domain: away, capability: `open_${w}` },
+    });
+    expect(grant.status).toBeLessThan(300);
+    try {
+      const seen = await call<{ agents: AgentJson[] }>('GET', '/v1/agents', { token: viewer.token });
+      expect(seen.status).toBe(200);
+      const byId = new Map(seen.body.agents.map((a) => [a.agent_id, a]));
+      expect(byId.has(viewer.agent_id)).toBe(true);
+      expect(byId.has(neighbour.agent_id)).toBe(true);
+      expect(byId.get(partner.agent_id)?.capabilities.map((c) => c.name)).toEqual([`open_${w}`]);
+      expect(byId.has(stranger.agent_id)).toBe(false);
+      expect(seen.body.agents.every((a) => a.metadata.domain === home || a.metadata.domain === away)).toBe(true);
+
+      expect((await call('GET', `/v1/agents/${stranger.agent_id}`, { token: viewer.token })).status).toBe(404);
+      const one = await call<AgentJson>('GET', `/v1/agents/${partner.agent_id}`, { token: viewer.token });
+      expect(one.body.capabilities.map((c) => c.name)).toEqual([`open_${w}`]);
+      // the admin sees the partner whole, and the stranger
+      expect((await getAgent(partner.agent_id)).body.capabilities.map((c) => c.name).sort()).toEqual([`open_${w}`, `secret_${w}`]);
+      expect((await getAgent(stranger.agent_id)).status).toBe(200);
+    } finally {
+      await call('DELETE', `/v1/grants/${encodeURIComponent(grant.body.grant_id)}`, { token: adminToken() });
+    }
   });
 });
 

@@ -84,7 +84,8 @@ describe('Acceptor', () => {
     const { pending, status } = await decoded(records);
     expect(pending[0]).toMatchObject({ message_id: env.message_id, producer: 'agent.a' });
     expect(status[0]).toMatchObject({ message_id: env.message_id, state: 'PENDING', service: 'ingress', instance: 'ingress-unit' });
-    expect(JSON.parse(status[0]!.detail_json!)).toEqual({ via: 'kafka', partition: 2, offset: '41' });
+    // producer_domain: the token's domain, for REACH_READS_SAME_DOMAIN (read-access.ts)
+    expect(JSON.parse(status[0]!.detail_json!)).toEqual({ via: 'kafka', partition: 2, offset: '41', producer_domain: 'default' });
   });
 
   it('refuses a missing token (1003): DLQ without the token header, a receipt to the named producer, no status', async () => {
@@ -129,16 +130,15 @@ describe('Acceptor', () => {
     const a = rejected(await acceptor.accept({ envelope: env, token: token('agent.a'), via: { kind: 'http' } }, now));
     expect(a.error.code).toBe(4101);
     expect(claims).toEqual([]);
-    const { dlq } = await decoded(a.records);
-    expect(dlq[0]).toMatchObject({ code: 4101, source_topic: 'http', envelope: null });
+    expect(a.records).toEqual([]);
   });
 
-  it('sends no receipt for an HTTP submission: the response is the answer', async () => {
+  it('writes nothing for a refused HTTP submission (no dead letter, no status, no receipt): the response is the answer (issue #13)', async () => {
     const a = rejected(
       await acceptor.accept({ envelope: envelope({ payload: Buffer.alloc(256 * 1024 + 1) }), token: token('agent.a'), via: { kind: 'http' } }, now),
     );
     expect(a.error.code).toBe(4102);
-    expect(a.records.map((r) => r.topic).sort()).toEqual(['reach.dlq.v1', 'reach.status-batches.v1']);
+    expect(a.records).toEqual([]);
   });
 
   it('claims the idempotency key for the producer, and produces nothing for a duplicate', async () => {

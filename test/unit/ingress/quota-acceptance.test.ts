@@ -116,11 +116,11 @@ describe('quotas in the acceptance path', () => {
     expect(pending[0]).toMatchObject({ message_type: 'reach.receipt', target_agent_id: 'agent.q', correlation_id: env.message_id });
   });
 
-  it('over quota on HTTP: DLQ + REJECTED status, no receipt (the 429 is the answer)', async () => {
+  it('over quota on HTTP: nothing is written, the 429 is the answer (issue #13: refusals do not flood the DLQ)', async () => {
     verdict = limited();
     const a = await acceptor.accept({ envelope: envelope(), token: token('agent.q'), via: { kind: 'http' } }, now);
     expect(a.outcome).toBe('rejected');
-    expect((a as { records: readonly OutRecord[] }).records.map((r) => r.topic).sort()).toEqual(['reach.dlq.v1', 'reach.status-batches.v1']);
+    expect((a as { records: readonly OutRecord[] }).records).toEqual([]);
   });
 
   it('meters only proven, valid messages: a bad token or a broken envelope costs no quota', async () => {

@@ -17,11 +17,19 @@ export class ApiError extends Error {
   }
 }
 
+/** Set when the services refused the pasted token (it was then forgotten); cleared by the next paste. */
+let tokenRefused = false;
+
+export function wasTokenRefused(): boolean {
+  return tokenRefused;
+}
+
 export function getToken(): string | null {
   return sessionStorage.getItem(TOKEN_KEY);
 }
 
 export function setToken(token: string | null): void {
+  if (token) tokenRefused = false;
   if (token) sessionStorage.setItem(TOKEN_KEY, token);
   else sessionStorage.removeItem(TOKEN_KEY);
 }
@@ -46,6 +54,12 @@ async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Pr
   }
   if (!res.ok) {
     const e = (json as { error?: { code?: number; name?: string; message?: string } } | undefined)?.error;
+    // A token the services refuse (401) is forgotten at once: polling with it every 2 s would
+    // spend this address's failed-authentication budget (docs/access-control.md) and lock it out.
+    if (res.status === 401 && token) {
+      setToken(null);
+      tokenRefused = true;
+    }
     throw new ApiError(res.status, e?.code ?? res.status, e?.name ?? `HTTP ${res.status}`, e?.message ?? (text.slice(0, 200) || res.statusText));
   }
   return json as T;

@@ -1,11 +1,12 @@
-import { api, ApiError, getToken, setToken } from './api.js';
-import { byId, h, replace } from './dom.js';
+import { api, ApiError, getToken, setToken, wasTokenRefused } from './api.js';
+import { byId, empty, h, replace } from './dom.js';
 import { formatClock } from './format.js';
 import type { Agent, Overview, QosDelta } from './types.js';
 import { renderAgents } from './views/agents.js';
 import { renderCapabilities } from './views/capabilities.js';
 import { DlqView } from './views/dlq.js';
 import { LookupView } from './views/lookup.js';
+import { AuditView } from './views/audit.js';
 import { renderPipeline } from './views/pipeline.js';
 
 /**
@@ -13,7 +14,7 @@ import { renderPipeline } from './views/pipeline.js';
  * console's overview (service readiness, queue depth per stage), the agent list and the new
  * QoS samples, then redraws the open tab — no reload, no framework.
  */
-const TABS = ['agents', 'capabilities', 'pipeline', 'dlq', 'lookup'] as const;
+const TABS = ['agents', 'capabilities', 'pipeline', 'dlq', 'lookup', 'audit'] as const;
 type Tab = (typeof TABS)[number];
 /** Samples of a trend kept while the page is open (2 min at the 2 s pace). */
 const KEEP = 60;
@@ -33,6 +34,7 @@ const lookup = new LookupView((id) => {
   location.hash = `#lookup/${encodeURIComponent(id)}`;
 });
 const dlq = new DlqView();
+const audit = new AuditView();
 
 function keepLast<T>(list: T[], n: number): void {
   if (list.length > n) list.splice(0, list.length - n);
@@ -41,8 +43,10 @@ function keepLast<T>(list: T[], n: number): void {
 function renderTab(now = Date.now()): void {
   switch (state.tab) {
     case 'agents':
+      if (!getToken()) return needsToken('agents-table', 'The agent list');
       return renderAgents({ agents: state.agents, qos: state.qos, now });
     case 'capabilities':
+      if (!getToken()) return needsToken('caps-table', 'The capability map');
       return renderCapabilities(state.agents);
     case 'pipeline':
       return renderPipeline({ overview: state.overview, lagHistory: state.lagHistory, now });
@@ -50,7 +54,14 @@ function renderTab(now = Date.now()): void {
       return dlq.render(now);
     case 'lookup':
       return lookup.render(now);
+    case 'audit':
+      return audit.render();
   }
+}
+
+/** Agent listings need a token (docs/access-control.md): without one the page asks for it. */
+function needsToken(tableId: string, what: string): void {
+  replace(byId(tableId), empty(`${what} needs the admin token: paste it at the top right (it stays in this browser tab only).`));
 }
 
 function renderServices(): void {
@@ -70,7 +81,7 @@ function renderServices(): void {
 function renderToken(): void {
   const has = getToken() !== null;
   const el = byId('token-state');
-  el.textContent = has ? 'admin token set' : 'no token: agents and pipeline only';
+  el.textContent = has ? 'admin token set' : wasTokenRefused() ? 'token refused (401): paste a valid one' : 'no token: pipeline only';
   el.className = `token-state ${has ? 'ok' : 'warn'}`;
   byId('token-forget').hidden = !has;
 }
@@ -83,8 +94,9 @@ function setLive(ok: boolean, text: string): void {
 async function refresh(): Promise<void> {
   const [overview, agents, qos] = await Promise.allSettled([
     api.get<Overview>('/api/overview'),
-    api.get<{ agents: Agent[] }>('/api/registry/v1/agents'),
-    api.get<QosDelta>(`/api/qos-history?since=${state.qosSeq}`),
+    // Never polled without a token: a 401 every 2 s would count against this address's failed-auth budget.
+    getToken() ? api.get<{ agents: Agent[] }>('/api/registry/v1/agents') : Promise.resolve({ agents: [] as Agent[] }),
+    getToken() ? api.get<QosDelta>(`/api/qos-history?since=${state.qosSeq}`) : Promise.resolve({ seq: state.qosSeq, agents: {} } as QosDelta),
   ]);
   const problems: string[] = [];
   if (overview.status === 'fulfilled') {
@@ -119,7 +131,9 @@ async function refresh(): Promise<void> {
   }
   if (state.tab === 'dlq') await dlq.refresh();
   if (state.tab === 'lookup') await lookup.refresh();
+  if (state.tab === 'audit') await audit.refresh();
   renderServices();
+  renderToken();
   renderTab();
   const now = new Date();
   setLive(problems.length === 0, problems.length ? `offline — ${problems[0]}` : `live · ${formatClock(now.getTime())}`);
@@ -149,6 +163,7 @@ function route(): void {
   }
   renderTab();
   if (state.tab === 'dlq') void dlq.refresh();
+  if (state.tab === 'audit') void audit.refresh();
   if (state.tab === 'lookup' && rest.length) void lookup.lookup(rest.join('/'));
 }
 
