@@ -5,3 +5,4 @@ export * from './logger.js';
 export * from './token.js';
 export * from './policies.js';
 export * from './random.js';
+export * from './redact.js';

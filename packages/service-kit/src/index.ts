@@ -9,3 +9,5 @@ export * from './periodic.js';
 export * from './alert.js';
 export * from './revoked-tokens.js';
 export * from './admin-auth.js';
+export * from './tls.js';
+export * from './token-keys.js';

@@ -25,7 +25,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   const metrics = new DeadLetterMetrics(ctx.metrics);
   const store = new DeadLetterStore(ctx.pg);
   const replayer = new Replayer(store, ctx.producer, config.adminToken, metrics, ctx.log, ctx.tracer);
-  registerAdminApi({ http: ctx.http, store, replayer, metrics, adminToken: config.adminToken, tokenSecret: config.tokenSecret, log: ctx.log });
+  registerAdminApi({ http: ctx.http, store, replayer, metrics, adminToken: config.adminToken, tokenSecret: ctx.tokenKeys, log: ctx.log });
 
   const ingest = new DeadLetterIngest(ctx.codec, store, metrics, ctx.log, ctx.service, ctx.tracer);
   await ctx.batchStage({ topics: [TOPICS.dlq.name], maxBatch: 500, handleBatch: (records) => ingest.handle(records) });

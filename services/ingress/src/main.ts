@@ -1,4 +1,4 @@
-import { runService, type ServiceContext } from '@reach/service-kit';
+import { requireTokenKeys, runService, type ServiceContext } from '@reach/service-kit';
 import { createRedis } from '@reach/store';
 import { Acceptor } from './acceptance.js';
 import { Authenticator } from './auth.js';
@@ -33,7 +33,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   ctx.onShutdown(() => revocations.stop());
 
   // `required` below guarantees the secret is set.
-  const auth = new Authenticator(config.tokenSecret!, config.adminToken, revocations);
+  const auth = new Authenticator(requireTokenKeys(ctx.tokenKeys, 'ingress'), config.adminToken, revocations);
   const idempotency = new IdempotencyStore(ctx.redis, ctx.pg, config.idempotencyTtlS, ctx.log);
   const metrics = new IngressMetrics(ctx.metrics);
 
@@ -85,7 +85,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     maxWaitMs: config.maxWaitMs,
     log: ctx.log,
   });
-  registerQuotaApi({ http: ctx.http, secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret }, overrides, instance: ctx.instanceId });
+  registerQuotaApi({ http: ctx.http, secrets: { adminToken: config.adminToken, tokenSecret: ctx.tokenKeys }, overrides, instance: ctx.instanceId });
   await startKafkaIngress(ctx, acceptor, metrics);
 }
 

@@ -97,7 +97,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   registerViewApi(
     ctx.http,
     views.index,
-    { adminToken: config.adminToken, tokenSecret: config.tokenSecret },
+    { adminToken: config.adminToken, tokenSecret: ctx.tokenKeys },
     (agentId) => circuits.verdict(agentId, Date.now()),
     () => [...views.grantsView.entries()].map(([, g]) => g),
   );
@@ -129,7 +129,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
       return alertRecord(codec, { ...input, labels: { ...input.labels, suppressed_since_last: String(suppressed) } }, ctx.log);
     },
   };
-  registerRulesApi(ctx.http, { rules, views, deps, circuits, secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret } });
+  registerRulesApi(ctx.http, { rules, views, deps, circuits, secrets: { adminToken: config.adminToken, tokenSecret: ctx.tokenKeys } });
 
   // Routing from a half-read registry would send everything to NO_ROUTE: consume only once
   // both views hold everything that was in their topics at start.

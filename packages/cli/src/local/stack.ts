@@ -21,6 +21,7 @@ import {
   type KafkaNode,
 } from './kafka.js';
 import { httpOk, portOpen, waitFor } from './net.js';
+import { cliTls, serviceScheme } from '../transport.js';
 import { setupStack } from './setup.js';
 import { Supervisor, type ProcessSpec } from './supervisor.js';
 
@@ -337,9 +338,15 @@ export async function upStack(
     childEnv.REACH_RULES_FILE = env.REACH_RULES_FILE ?? localRulesFile(p.rules);
     state.rulesFile = childEnv.REACH_RULES_FILE;
 
+    // A stack serving TLS (REACH_TLS_CERT): readiness over https trusting REACH_CA_FILE, and the
+    // children (the console's calls to the services) trust that CA too.
+    const scheme = serviceScheme(env);
+    const tls = cliTls(env);
+    const caFile = loadConfig(['caFile'], env).caFile;
+    if (caFile && !childEnv.NODE_EXTRA_CA_CERTS) childEnv.NODE_EXTRA_CA_CERTS = caFile;
     for (const { svc, instances: list } of plan) {
       const several = list.length > 1;
-      const bases = list.map((inst) => `http://${host}:${inst.port}`);
+      const bases = list.map((inst) => `${scheme}://${host}:${inst.port}`);
       await withProgress(
         several ? `${list.length} × ${svc.name} on ${bases.join(', ')}` : `${svc.name} on ${bases[0]}`,
         Promise.all(
@@ -357,7 +364,7 @@ export async function upStack(
               readyTimeoutMs: 60_000,
               stopTimeoutMs: 20_000,
               stopGroup: svc.name,
-              ready: () => httpOk(`${bases[i]}/readyz`),
+              ready: () => httpOk(`${bases[i]}/readyz`, tls),
             }),
           ),
         ),
