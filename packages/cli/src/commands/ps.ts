@@ -19,7 +19,7 @@ async function componentReady(endpoint: string | undefined, pid: number | undefi
 /** An endpoint as `reach ps` shows it: a URL's password (a registry's basic auth) hidden. */
 function shownEndpoint(url: string | undefined): string {
   if (!url) return '';
-  return url.includes('://') ? redactUrl(url) : url;
+  return /:\/\/[^/]*@/.test(url) ? redactUrl(url) : url;
 }
 
 /** `reach ps`: the processes of the stack of REACH_HOME and their readiness; exit 0 only when all are ready. */
