@@ -1,9 +1,10 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { fetchFor, type ClientTls } from '@reach/sdk';
-import { startTestAgent, stopTestAgents, uniqueName, type TestAgent } from '@reach/sdk/testing';
+import { startTestAgent, stopTestAgents, testClient, uniqueName, type TestAgent } from '@reach/sdk/testing';
 import { reachCli } from '../../helpers/cli.js';
 import { makePki, type Pki } from '../../helpers/pki.js';
 import { startPrivatePostgres, startPrivateRedis, type PrivatePostgres, type PrivateRedis } from '../../helpers/private-servers.js';
@@ -123,6 +124,42 @@ describe('mutual TLS for the admin token (REACH_TLS_CLIENT_CA)', () => {
     );
     expect(out).toMatchObject({ result: { status: 'ok', payload: { hello: 'tls' } } });
     await agent.stop();
+  });
+});
+
+describe('the Python SDK over https/wss (AGENT_REACH_CA_FILE)', () => {
+  it('examples/python/echo_agent.py registers over https, connects over wss and answers', async () => {
+    const capability = uniqueName('py_tls_echo').replace(/-/g, '_');
+    const env: NodeJS.ProcessEnv = {
+      ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('REACH_') && !k.startsWith('AGENT_REACH_'))),
+      PYTHONPATH: join(process.cwd(), 'sdks/python/src'),
+      AGENT_REACH_REGISTRY_URL: https('registry'),
+      AGENT_REACH_DISPATCHER_URL: `wss://127.0.0.1:${PORT_BASE + SERVICES.dispatcher}/v1/connect`,
+      AGENT_REACH_INGRESS_URL: https('ingress'),
+      AGENT_REACH_CA_FILE: pki.caCert,
+      ECHO_CAPABILITY: capability,
+    };
+    const py = spawn('/usr/bin/python3', [join(process.cwd(), 'examples/python/echo_agent.py')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    py.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    py.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    try {
+      await eventually('the Python agent connected', () => output.includes(`serves ${capability}`), 30_000).catch((err: Error) => {
+        throw new Error(`${err.message}\n${output}`);
+      });
+      const out = await eventually('a delivered round trip through the Python agent', () =>
+        testClient({ stack: s.sdk })
+          .submit({ capability, payload: { hello: 'python' } }, { waitMs: 10_000 })
+          .then((r) => (r.status === 'DELIVERED' ? r : undefined)),
+      );
+      expect(out).toMatchObject({ result: { status: 'ok', payload: { echo: { hello: 'python' } } } });
+    } finally {
+      await new Promise<void>((resolve) => {
+        if (py.exitCode !== null) return resolve();
+        py.once('exit', () => resolve());
+        py.kill('SIGTERM');
+      });
+    }
   });
 });
 
