@@ -204,20 +204,20 @@ export const OPTIONS = {
   schemaRegistryUrl: url(
     'REACH_SCHEMA_REGISTRY_URL',
     'http://127.0.0.1:8081',
-    'Confluent-compatible schema registry. Locally `reach up` runs the development registry here when none answers.',
+    'Confluent-compatible schema registry. Locally `reach up` runs the development registry here when none answers. Basic auth as userinfo (https://user:pass@host), a private CA through REACH_CA_FILE.',
     ['http:', 'https:'],
     'a replicated Confluent/Apicurio/Karapace registry',
   ),
   databaseUrl: url(
     'REACH_DATABASE_URL',
     'postgres://postgres@127.0.0.1:5432/reach',
-    'PostgreSQL for durable records (message state, timeline, dead letters, quotas, grants).',
+    'PostgreSQL for durable records (message state, timeline, dead letters, quotas, grants). Password and TLS in the URL: postgres://user:pass@host/db?sslmode=verify-full&sslrootcert=/path/ca.pem.',
     ['postgres:', 'postgresql:'],
   ),
   redisUrl: url(
     'REACH_REDIS_URL',
     'redis://127.0.0.1:6379/0',
-    'Redis for hot, expiring state (leases, idempotency keys, rate buckets, replay buffers).',
+    'Redis for hot, expiring state (leases, idempotency keys, rate buckets, replay buffers). Password and TLS in the URL: redis://:pass@host/0, rediss://user:pass@host:6380/0?ca_file=/path/ca.pem.',
     ['redis:', 'rediss:'],
     'Redis with append-only persistence',
   ),

@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, rmSync, chmodSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { OPTIONS, loadConfig, silentLogger, type Logger } from '@reach/core';
+import { OPTIONS, loadConfig, redactUrl, silentLogger, type Logger } from '@reach/core';
 import { DEFAULT_SCHEMAS_TOPIC } from '@reach/dev-schema-registry';
-import { createKafka, defaultMinInsyncReplicas, ensureTopics } from '@reach/kafka';
+import { createKafka, defaultMinInsyncReplicas, ensureTopics, kafkaSecurityFromConfig } from '@reach/kafka';
 import { ROOT, defaultHome, paths, reachHome, type Paths } from '../paths.js';
 import { done, step, warn, withProgress } from '../output.js';
 import { ensurePostgres, ensureRedis } from './deps.js';
@@ -309,7 +309,10 @@ export async function upStack(
       );
       childEnv.REACH_SCHEMA_REGISTRY_URL = url;
     }
-    state.endpoints['schema-registry'] = childEnv.REACH_SCHEMA_REGISTRY_URL ?? cfg.schemaRegistryUrl;
+    const schemaRegistryUrl = childEnv.REACH_SCHEMA_REGISTRY_URL ?? cfg.schemaRegistryUrl;
+    const registryCa = caPem(env);
+    // state.json, `reach up` and `reach ps` show endpoints: never a registry's basic-auth password.
+    state.endpoints['schema-registry'] = redactUrl(schemaRegistryUrl).replace(/\/$/, '');
 
     await withProgress(
       'deploy step: migrations, topics, schemas',
@@ -317,7 +320,10 @@ export async function upStack(
         {
           ...cfg,
           kafkaBrokers,
-          schemaRegistryUrl: state.endpoints['schema-registry'],
+          schemaRegistryUrl,
+          // An outside Kafka may want SASL/TLS (REACH_KAFKA_*); the local broker speaks plaintext.
+          ...(localKafka ? {} : { kafkaSecurity: kafkaSecurityFromConfig(loadConfig(KAFKA_SECURITY_OPTIONS, env)) }),
+          ...(registryCa ? { registryCa } : {}),
           topicReplicationFactor: replicationFactor,
           minInsyncReplicas,
           // The internal topics of the local Kafka are checked too (their settings come from the broker config).
@@ -381,6 +387,14 @@ export async function upStack(
     await supervisor.stopAll();
     throw err;
   }
+}
+
+const KAFKA_SECURITY_OPTIONS = ['kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword', 'kafkaTls', 'kafkaCaFile', 'caFile'] as const;
+
+/** REACH_CA_FILE's PEM, for an https schema registry with a private CA. */
+function caPem(env: NodeJS.ProcessEnv): string | undefined {
+  const file = loadConfig(['caFile'], env).caFile;
+  return file ? readFileSync(file, 'utf8') : undefined;
 }
 
 /** Consumer offsets: created by the broker on first use, with offsets.topic.replication.factor. */
