@@ -247,7 +247,8 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
   process.on('unhandledRejection', (err) => fatal(err));
 
   const port = await http.listen(config.httpHost, config[def.port as K] as unknown as number, { tls: serverTls, adminToken: config.adminToken });
-  log.info({ port, tls: serverTls !== undefined, mutualTlsForAdmin: serverTls?.clientCa !== undefined }, 'http listening');
+  // port last: tools (and the tests' spawnService) read `"port":N,"msg":"http listening"`
+  log.info({ tls: serverTls !== undefined, mutualTlsForAdmin: serverTls?.clientCa !== undefined, port }, 'http listening');
   if (tokenKeys && config.tokenSecretsFile) {
     const reload = watchTokenKeys(tokenKeys, config, log);
     reload.start();
