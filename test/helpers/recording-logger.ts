@@ -1,11 +1,19 @@
 import type { Logger } from '../../packages/core/dist/index.js';
 
-/** A Logger keeping every call (level, fields and message serialized), to check what a library logs. */
-export function recordingLogger(): { logger: Logger; text(): string; lines: Array<{ level: string; line: string }> } {
-  const lines: Array<{ level: string; line: string }> = [];
+/** One logger call: its level, its message, and the whole call (fields and message) serialized. */
+export interface LoggedLine {
+  level: string;
+  msg: string;
+  line: string;
+}
+
+/** A Logger keeping every call, to check what a library logs (and that no secret is among it). */
+export function recordingLogger(): { logger: Logger; lines: LoggedLine[]; text(): string } {
+  const lines: LoggedLine[] = [];
+  const serialize = (v: unknown) => JSON.stringify(v, (_k, x: unknown) => (x instanceof Error ? { message: x.message, stack: x.stack } : x));
   const fn = (level: string) => (a: unknown, b?: string) => {
-    const fields = a instanceof Error ? { message: a.message, stack: a.stack } : a;
-    lines.push({ level, line: `${JSON.stringify(fields, (_k, v: unknown) => (v instanceof Error ? { message: v.message, stack: v.stack } : v))} ${b ?? ''}` });
+    const msg = typeof a === 'string' ? a : (b ?? '');
+    lines.push({ level, msg, line: `${serialize(a)} ${b ?? ''}` });
   };
   const logger: Logger = {
     trace: fn('trace'),

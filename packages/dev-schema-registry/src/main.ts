@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import pino from 'pino';
 import { ConfigError, loadConfig, type Logger } from '@reach/core';
-import { createKafka, kafkaSecurityFromConfig, type KafkaSecurity } from '@reach/kafka';
+import { createKafka, kafkaSecurityFromEnv, type KafkaSecurity } from '@reach/kafka';
 import { startDevSchemaRegistry } from './index.js';
 
 /**
@@ -14,26 +14,8 @@ async function main(): Promise<void> {
   let config;
   let security: KafkaSecurity;
   try {
-    config = loadConfig(
-      [
-        'kafkaBrokers',
-        'devSchemaRegistryPort',
-        'httpHost',
-        'logLevel',
-        'kafkaSaslMechanism',
-        'kafkaSaslUsername',
-        'kafkaSaslPassword',
-        'kafkaTls',
-        'kafkaCaFile',
-        'caFile',
-      ],
-      process.env,
-    );
-    try {
-      security = kafkaSecurityFromConfig(config);
-    } catch (err) {
-      throw new ConfigError((err as Error).message);
-    }
+    config = loadConfig(['kafkaBrokers', 'devSchemaRegistryPort', 'httpHost', 'logLevel'], process.env);
+    security = kafkaSecurityFromEnv(process.env);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`dev-schema-registry: ${err.message}\n`);

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { SASLOptions } from 'kafkajs';
+import { ConfigError, loadConfig } from '@reach/core';
 
 /**
  * How a client authenticates to the brokers and protects the connection: SASL (PLAIN or
@@ -21,6 +22,19 @@ export interface KafkaSecurityConfig {
   kafkaTls: boolean;
   kafkaCaFile: string;
   caFile: string;
+}
+
+/** The config options a Kafka client's security is made of (every process with a Kafka client reads them). */
+export const KAFKA_SECURITY_OPTIONS = ['kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword', 'kafkaTls', 'kafkaCaFile', 'caFile'] as const;
+
+/** The security of the REACH_KAFKA_* variables of `env`; ConfigError (exit 78 material) naming the variable. */
+export function kafkaSecurityFromEnv(env: Readonly<Record<string, string | undefined>>): KafkaSecurity {
+  try {
+    return kafkaSecurityFromConfig(loadConfig(KAFKA_SECURITY_OPTIONS, env));
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    throw new ConfigError((err as Error).message);
+  }
 }
 
 /** The security options of a config; throws an Error naming the variable when they do not fit together. */

@@ -5,12 +5,14 @@ import { SchemaCodec } from '@reach/envelope';
 import {
   createKafka,
   createProducer,
-  kafkaSecurityFromConfig,
+  kafkaSecurityFromEnv,
+  KAFKA_SECURITY_OPTIONS,
   runStage,
   runBatchStage,
   topicSchemaBindings,
   type FetchWait,
   type InRecord,
+  type KafkaSecurity,
   type Kafka,
   type OutRecord,
   type Producer,
@@ -39,12 +41,7 @@ const BASE_OPTIONS = [
   'otlpEndpoint',
   // transport security and token keys (docs/transport-security.md): every service may serve TLS,
   // talk SASL/TLS to Kafka, and verify tokens with the rotated key set
-  'kafkaSaslMechanism',
-  'kafkaSaslUsername',
-  'kafkaSaslPassword',
-  'kafkaTls',
-  'kafkaCaFile',
-  'caFile',
+  ...KAFKA_SECURITY_OPTIONS,
   'tlsCert',
   'tlsKey',
   'tlsClientCa',
@@ -138,15 +135,6 @@ function readCaFile(path: string): string {
   }
 }
 
-/** kafkaSecurityFromConfig with its complaint turned into a ConfigError (exit 78). */
-function kafkaSecurityFromConfigOrExit(c: Parameters<typeof kafkaSecurityFromConfig>[0]): ReturnType<typeof kafkaSecurityFromConfig> {
-  try {
-    return kafkaSecurityFromConfig(c);
-  } catch (err) {
-    throw new ConfigError((err as Error).message);
-  }
-}
-
 function missing(what: string): never {
   throw new Error(`${what} is not enabled for this service (set it in the service definition)`);
 }
@@ -161,7 +149,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
   let config: ConfigOf<K | BaseKey | 'databaseUrl' | 'redisUrl'>;
   let tokenKeys: TokenKeys | undefined;
   let serverTls: ReturnType<typeof serverTlsFromConfig>;
-  let kafkaSecurity: ReturnType<typeof kafkaSecurityFromConfig>;
+  let kafkaSecurity: KafkaSecurity;
   let registryTls: { ca?: string };
   try {
     const keys = [
@@ -174,7 +162,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
     config = loadConfig(keys as Array<K | BaseKey | 'databaseUrl' | 'redisUrl'>, env) as typeof config;
     tokenKeys = loadTokenKeys(config);
     serverTls = serverTlsFromConfig(config);
-    kafkaSecurity = kafkaSecurityFromConfigOrExit(config);
+    kafkaSecurity = kafkaSecurityFromEnv(env);
     registryTls = config.caFile ? { ca: readCaFile(config.caFile) } : {};
     const unset = (def.required ?? []).filter((k) => config[k] === undefined || config[k] === '');
     if (unset.length > 0) {

@@ -1,31 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { loadConfig } from '@reach/core';
-import { kafkaSecurityFromConfig } from '@reach/kafka';
+import { kafkaSecurityFromEnv } from '@reach/kafka';
 import { done } from '../output.js';
 import { setupStack } from '../local/setup.js';
 import { createLogger } from '../log.js';
 
 /** `reach setup`: the deploy step alone (migrations, topics, schemas) against configured servers. */
 export async function setup(): Promise<number> {
-  const cfg = loadConfig(
-    [
-      'kafkaBrokers',
-      'schemaRegistryUrl',
-      'databaseUrl',
-      'topicPartitions',
-      'topicReplicationFactor',
-      'logLevel',
-      'kafkaSaslMechanism',
-      'kafkaSaslUsername',
-      'kafkaSaslPassword',
-      'kafkaTls',
-      'kafkaCaFile',
-      'caFile',
-    ],
-    process.env,
-  );
+  const cfg = loadConfig(['kafkaBrokers', 'schemaRegistryUrl', 'databaseUrl', 'topicPartitions', 'topicReplicationFactor', 'logLevel', 'caFile'], process.env);
   try {
-    const kafkaSecurity = kafkaSecurityFromConfig(cfg);
+    const kafkaSecurity = kafkaSecurityFromEnv(process.env);
     const registryCa = cfg.caFile ? readFileSync(cfg.caFile, 'utf8') : undefined;
     await setupStack({ ...cfg, kafkaSecurity, ...(registryCa ? { registryCa } : {}) }, createLogger(cfg.logLevel), (msg) => done(msg));
   } catch (err) {

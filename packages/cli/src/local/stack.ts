@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { OPTIONS, loadConfig, redactUrl, silentLogger, type Logger } from '@reach/core';
 import { DEFAULT_SCHEMAS_TOPIC } from '@reach/dev-schema-registry';
-import { createKafka, defaultMinInsyncReplicas, ensureTopics, kafkaSecurityFromConfig } from '@reach/kafka';
+import { createKafka, defaultMinInsyncReplicas, ensureTopics, kafkaSecurityFromEnv } from '@reach/kafka';
 import { ROOT, defaultHome, paths, reachHome, type Paths } from '../paths.js';
 import { done, step, warn, withProgress } from '../output.js';
 import { ensurePostgres, ensureRedis } from './deps.js';
@@ -322,7 +322,7 @@ export async function upStack(
           kafkaBrokers,
           schemaRegistryUrl,
           // An outside Kafka may want SASL/TLS (REACH_KAFKA_*); the local broker speaks plaintext.
-          ...(localKafka ? {} : { kafkaSecurity: kafkaSecurityFromConfig(loadConfig(KAFKA_SECURITY_OPTIONS, env)) }),
+          ...(localKafka ? {} : { kafkaSecurity: kafkaSecurityFromEnv(env) }),
           ...(registryCa ? { registryCa } : {}),
           topicReplicationFactor: replicationFactor,
           minInsyncReplicas,
@@ -388,8 +388,6 @@ export async function upStack(
     throw err;
   }
 }
-
-const KAFKA_SECURITY_OPTIONS = ['kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword', 'kafkaTls', 'kafkaCaFile', 'caFile'] as const;
 
 /** REACH_CA_FILE's PEM, for an https schema registry with a private CA. */
 function caPem(env: NodeJS.ProcessEnv): string | undefined {
