@@ -18,7 +18,7 @@ for tool in java mvn; do
   command -v "$tool" >/dev/null 2>&1 || echo "! $tool is not installed: reach up needs Java 17+ and Maven to fetch and run Kafka" >&2
 done
 
-# promtool and docker-compose for the deployment tests (Debian packages; never fails the setup)
+# promtool and docker-compose for the deployment tests, openssl for the TLS tests (Debian packages; never fails the setup)
 sh scripts/ensure-tools.sh
 # the Python SDK's dependencies and test tools (Debian packages; never fails the setup)
 sh scripts/ensure-python.sh

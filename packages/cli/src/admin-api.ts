@@ -1,5 +1,7 @@
 import { loadConfig } from '@reach/core';
+import { fetchFor } from '@reach/sdk';
 import { apiEndpoints } from './api.js';
+import { serviceScheme } from './transport.js';
 
 /**
  * The admin HTTP APIs the operator commands call (dead letters, quotas, rules): one way to
@@ -28,7 +30,7 @@ function serviceUrl(service: AdminService, env: NodeJS.ProcessEnv): string {
   const cfg = loadConfig(['httpHost', port], env);
   // Services bound to every interface are reached on loopback from this machine.
   const host = cfg.httpHost === '0.0.0.0' || cfg.httpHost === '::' ? '127.0.0.1' : cfg.httpHost;
-  return `http://${host}:${cfg[port]}`;
+  return `${serviceScheme(env)}://${host}:${cfg[port]}`;
 }
 
 /** Calls an admin endpoint with the admin token; throws AdminApiError with the service's error body. */
@@ -40,12 +42,12 @@ export async function adminCall<T>(
   headers: Record<string, string> = {},
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<T> {
-  const { adminToken } = apiEndpoints(env);
+  const { adminToken, tls } = apiEndpoints(env);
   if (!adminToken)
     throw new AdminApiError(401, { error: { code: 1003, name: 'AUTH_FAILED', message: 'no admin token: set REACH_ADMIN_TOKEN or run reach up' } });
   let res: Response;
   try {
-    res = await fetch(`${serviceUrl(service, env)}${path}`, {
+    res = await fetchFor(tls)(`${serviceUrl(service, env)}${path}`, {
       method,
       headers: { authorization: `Bearer ${adminToken}`, ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),

@@ -1,8 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '@reach/core';
-import { ReachClient } from '@reach/sdk';
+import { ReachClient, type ClientTls } from '@reach/sdk';
 import { reachHome } from './paths.js';
+import { cliTls, serviceScheme } from './transport.js';
 
 /**
  * How the operator commands (agents, send, status, trace) reach the running stack: the same
@@ -13,6 +14,8 @@ export interface ApiEndpoints {
   ingressUrl: string;
   registryUrl: string;
   adminToken: string | undefined;
+  /** REACH_CA_FILE / REACH_TLS_CLIENT_* for a stack serving TLS. */
+  tls: ClientTls | undefined;
 }
 
 export function apiEndpoints(env: NodeJS.ProcessEnv = process.env): ApiEndpoints {
@@ -24,12 +27,13 @@ export function apiEndpoints(env: NodeJS.ProcessEnv = process.env): ApiEndpoints
     const file = join(reachHome(env), 'admin-token');
     if (existsSync(file)) adminToken = readFileSync(file, 'utf8').trim() || undefined;
   }
-  return { ingressUrl: `http://${host}:${cfg.ingressPort}`, registryUrl: `http://${host}:${cfg.registryPort}`, adminToken };
+  const scheme = serviceScheme(env);
+  return { ingressUrl: `${scheme}://${host}:${cfg.ingressPort}`, registryUrl: `${scheme}://${host}:${cfg.registryPort}`, adminToken, tls: cliTls(env) };
 }
 
 export function apiClient(env: NodeJS.ProcessEnv = process.env): ReachClient {
   const api = apiEndpoints(env);
-  return new ReachClient({ ingressUrl: api.ingressUrl, registryUrl: api.registryUrl, token: api.adminToken });
+  return new ReachClient({ ingressUrl: api.ingressUrl, registryUrl: api.registryUrl, token: api.adminToken, ...(api.tls ? { tls: api.tls } : {}) });
 }
 
 interface CodedError {

@@ -9,10 +9,12 @@ export {
   internalReplication,
   kafkaLayout,
   kafkaNodes,
+  kafkaVersion,
+  libsDir,
   MAX_LOCAL_BROKERS,
   type KafkaLayout,
   type KafkaNode,
 } from './local/kafka.js';
 export { serviceInstances, SERVICES, INSTANCE_PORT_STEP, MAX_INSTANCES, type UpOptions } from './local/stack.js';
 export { parseUpArgs } from './commands/up.js';
-export { paths } from './paths.js';
+export { defaultHome, paths } from './paths.js';

@@ -9,6 +9,7 @@
  */
 
 import { parseBudgetPolicyJson, parseRetryPolicyJson } from './policies.js';
+import { parseTokenKeys } from './token.js';
 
 type Kind = 'string' | 'int' | 'number' | 'bool' | 'list' | 'url' | 'enum' | 'secret';
 
@@ -86,6 +87,28 @@ function secret(env: string, description: string, recommended?: string): Option<
   };
 }
 
+/** A secret of any length (a password someone else chose), hidden in every message. */
+function password(env: string, description: string): Option<string | undefined> {
+  return { env, kind: 'secret', default: undefined, description, parse: (raw) => raw };
+}
+
+/** Boolean: true/false, 1/0, yes/no. */
+function bool(env: string, def: boolean, description: string, recommended?: string): Option<boolean> {
+  return {
+    env,
+    kind: 'bool',
+    default: def,
+    description,
+    recommended,
+    parse: (raw) => {
+      const v = raw.trim().toLowerCase();
+      if (['true', '1', 'yes', 'on'].includes(v)) return true;
+      if (['false', '0', 'no', 'off'].includes(v)) return false;
+      fail(env, raw, 'true or false');
+    },
+  };
+}
+
 function url(env: string, def: string, description: string, protocols: readonly string[], recommended?: string): Option<string> {
   return {
     env,
@@ -120,22 +143,6 @@ function list(env: string, def: readonly string[], description: string, recommen
         .filter(Boolean);
       if (items.length === 0) fail(env, raw, 'a comma-separated, non-empty list');
       return items;
-    },
-  };
-}
-
-function bool(env: string, def: boolean, description: string, recommended?: string): Option<boolean> {
-  return {
-    env,
-    kind: 'bool',
-    default: def,
-    description,
-    recommended,
-    parse: (raw) => {
-      const v = raw.trim().toLowerCase();
-      if (v === 'true' || v === '1' || v === 'yes') return true;
-      if (v === 'false' || v === '0' || v === 'no') return false;
-      fail(env, raw, 'true or false');
     },
   };
 }
@@ -197,23 +204,63 @@ export const OPTIONS = {
   schemaRegistryUrl: url(
     'REACH_SCHEMA_REGISTRY_URL',
     'http://127.0.0.1:8081',
-    'Confluent-compatible schema registry. Locally `reach up` runs the development registry here when none answers.',
+    'Confluent-compatible schema registry. Locally `reach up` runs the development registry here when none answers. Basic auth as userinfo (https://user:pass@host), a private CA through REACH_CA_FILE.',
     ['http:', 'https:'],
     'a replicated Confluent/Apicurio/Karapace registry',
   ),
   databaseUrl: url(
     'REACH_DATABASE_URL',
     'postgres://postgres@127.0.0.1:5432/reach',
-    'PostgreSQL for durable records (message state, timeline, dead letters, quotas, grants).',
+    'PostgreSQL for durable records (message state, timeline, dead letters, quotas, grants). Password and TLS in the URL: postgres://user:pass@host/db?sslmode=verify-full&sslrootcert=/path/ca.pem.',
     ['postgres:', 'postgresql:'],
   ),
   redisUrl: url(
     'REACH_REDIS_URL',
     'redis://127.0.0.1:6379/0',
-    'Redis for hot, expiring state (leases, idempotency keys, rate buckets, replay buffers).',
+    'Redis for hot, expiring state (leases, idempotency keys, rate buckets, replay buffers). Password and TLS in the URL: redis://:pass@host/0, rediss://user:pass@host:6380/0?ca_file=/path/ca.pem.',
     ['redis:', 'rediss:'],
     'Redis with append-only persistence',
   ),
+  // ── transport security (docs/transport-security.md) ──────────────────────────────────────
+  kafkaSaslMechanism: oneOf(
+    'REACH_KAFKA_SASL_MECHANISM',
+    ['', 'plain', 'scram-sha-256', 'scram-sha-512'],
+    '',
+    'SASL mechanism for Kafka; empty = no SASL. Needs REACH_KAFKA_SASL_USERNAME and REACH_KAFKA_SASL_PASSWORD.',
+    'scram-sha-512 (with REACH_KAFKA_TLS)',
+  ),
+  kafkaSaslUsername: str('REACH_KAFKA_SASL_USERNAME', '', 'Kafka SASL user name.'),
+  kafkaSaslPassword: password('REACH_KAFKA_SASL_PASSWORD', 'Kafka SASL password (never logged).'),
+  kafkaTls: bool('REACH_KAFKA_TLS', false, 'Connect to the Kafka brokers over TLS (the broker certificate is verified).', 'true'),
+  kafkaCaFile: str(
+    'REACH_KAFKA_CA_FILE',
+    '',
+    "PEM file of the CA that signed the brokers' certificates, for REACH_KAFKA_TLS; empty = REACH_CA_FILE, else the system store.",
+  ),
+  caFile: str(
+    'REACH_CA_FILE',
+    '',
+    'PEM bundle of extra CAs this process trusts for its outgoing TLS connections: schema registry, Redis (rediss://), the console to the services, `reach` to the stack. Empty = the system store (NODE_EXTRA_CA_CERTS also works).',
+  ),
+  tlsCert: str(
+    'REACH_TLS_CERT',
+    '',
+    "PEM certificate (chain) file: when set with REACH_TLS_KEY, the HTTP port (and the dispatcher's WebSocket) serves HTTPS/WSS only.",
+    'set in production',
+  ),
+  tlsKey: str('REACH_TLS_KEY', '', 'PEM private key file of REACH_TLS_CERT.', 'set in production'),
+  tlsClientCa: str(
+    'REACH_TLS_CLIENT_CA',
+    '',
+    'PEM CA file for mutual TLS of admin calls: when set (with REACH_TLS_CERT), a request carrying the admin token must also present a client certificate signed by this CA, else 401 (1003). Agents need no certificate.',
+    'set when admin calls come over a network',
+  ),
+  tlsClientCert: str(
+    'REACH_TLS_CLIENT_CERT',
+    '',
+    'PEM client certificate file `reach` (and the test kit) presents to the services, for mutual TLS of admin calls (REACH_TLS_CLIENT_CA).',
+  ),
+  tlsClientKey: str('REACH_TLS_CLIENT_KEY', '', 'PEM private key file of REACH_TLS_CLIENT_CERT.'),
   // ── process ──────────────────────────────────────────────────────────────────────────────
   logLevel: oneOf('REACH_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'Minimum level of the JSON logs.'),
   httpHost: str('REACH_HTTP_HOST', '127.0.0.1', 'Interface every service binds its HTTP port to.', '0.0.0.0 in containers'),
@@ -252,9 +299,32 @@ export const OPTIONS = {
   // ── auth ───────────────────────────────────────────────────────────────────────────────
   tokenSecret: secret(
     'REACH_TOKEN_SECRET',
-    'HMAC key that signs agent tokens; registry, ingress and dispatcher share it. Unset: `reach up` generates one into .reach/token-secret.',
+    'HMAC key that signs agent tokens; registry, ingress and dispatcher share it. With REACH_TOKEN_SECRETS set it is the legacy key: it only verifies tokens without a kid. Unset: `reach up` generates one into .reach/token-secret.',
     'a random 32+ byte value from a secret store',
   ),
+  tokenSecrets: {
+    env: 'REACH_TOKEN_SECRETS',
+    kind: 'secret',
+    default: undefined as string | undefined,
+    description:
+      'Signing key ring `kid1:secret1,kid2:secret2` (first = current: signs new tokens; the others still verify). Tokens carry the kid; tokens without one verify against REACH_TOKEN_SECRET. Takes precedence over REACH_TOKEN_SECRET for signing.',
+    recommended: 'two keys during a rotation, one otherwise',
+    parse: (raw: string) => {
+      try {
+        parseTokenKeys(raw);
+      } catch (err) {
+        throw new ConfigError(`REACH_TOKEN_SECRETS is invalid: ${(err as Error).message}`);
+      }
+      return raw;
+    },
+  } satisfies Option<string | undefined>,
+  tokenSecretsFile: str(
+    'REACH_TOKEN_SECRETS_FILE',
+    '',
+    'File holding the key ring in the REACH_TOKEN_SECRETS format (commas or one key per line); re-read every REACH_TOKEN_SECRETS_RELOAD_MS, so a rotation needs no restart. Wins over REACH_TOKEN_SECRETS.',
+    'a mounted Secret',
+  ),
+  tokenSecretsReloadMs: int('REACH_TOKEN_SECRETS_RELOAD_MS', 5000, 'How often REACH_TOKEN_SECRETS_FILE is re-read.', { min: 100, max: 3_600_000 }),
   tokenTtlS: int(
     'REACH_TOKEN_TTL_S',
     3600,

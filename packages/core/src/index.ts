@@ -6,3 +6,4 @@ export * from './token.js';
 export * from './policies.js';
 export * from './random.js';
 export * from './time-param.js';
+export * from './redact.js';

@@ -1,19 +1,21 @@
 import { hostname } from 'node:os';
 import pino from 'pino';
 import { ConfigError, loadConfig, type Logger } from '@reach/core';
-import { createKafka } from '@reach/kafka';
+import { createKafka, kafkaSecurityFromEnv, type KafkaSecurity } from '@reach/kafka';
 import { startDevSchemaRegistry } from './index.js';
 
 /**
  * `node dist/main.js`: the development schema registry as a process, configured from REACH_*
  * variables (REACH_KAFKA_BROKERS, REACH_DEV_SCHEMA_REGISTRY_PORT, REACH_HTTP_HOST,
- * REACH_LOG_LEVEL). GET /healthz answers 200 once the state is replayed and the port is open.
+ * REACH_LOG_LEVEL, and the REACH_KAFKA_SASL_* / REACH_KAFKA_TLS options of a secured Kafka). GET /healthz answers 200 once the state is replayed and the port is open.
  * SIGTERM/SIGINT close it cleanly.
  */
 async function main(): Promise<void> {
   let config;
+  let security: KafkaSecurity;
   try {
     config = loadConfig(['kafkaBrokers', 'devSchemaRegistryPort', 'httpHost', 'logLevel'], process.env);
+    security = kafkaSecurityFromEnv(process.env);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`dev-schema-registry: ${err.message}\n`);
@@ -29,7 +31,7 @@ async function main(): Promise<void> {
     serializers: { err: pino.stdSerializers.err },
   }) as unknown as Logger;
 
-  const kafka = createKafka({ brokers: config.kafkaBrokers, clientId: 'reach-dev-schema-registry', logger });
+  const kafka = createKafka({ brokers: config.kafkaBrokers, clientId: 'reach-dev-schema-registry', logger, security });
   const registry = await startDevSchemaRegistry({ kafka, host: config.httpHost, port: config.devSchemaRegistryPort, logger }).catch((err: unknown) => {
     logger.fatal({ err }, 'development schema registry failed to start');
     process.exit(1);

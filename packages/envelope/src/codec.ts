@@ -1,6 +1,7 @@
 import type avro from 'avsc';
 import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import { ReachError } from '@reach/core';
+import { registryConnection, schemaRegistryClient, type RegistryTls } from './registry-client.js';
 import { schemaDef, type SchemaDef } from './schemas.js';
 
 /** Confluent wire format: magic byte 0, 4-byte big-endian schema id, Avro body. */
@@ -246,8 +247,9 @@ export class SchemaCodec {
     private readonly options: CodecOptions,
   ) {}
 
-  static connect(url: string, options: CodecOptions): SchemaCodec {
-    return new SchemaCodec(new SchemaRegistry({ host: url, retry: { retries: 2 } }), options);
+  /** `tls.ca`: extra CAs for an https registry (REACH_CA_FILE); basic auth comes from the URL's userinfo. */
+  static connect(url: string, options: CodecOptions, tls: RegistryTls = {}): SchemaCodec {
+    return new SchemaCodec(schemaRegistryClient(registryConnection(url, tls)), options);
   }
 
   /** Looks up the registry id of each (subject, schema name) pair. Must run before encode/decode. */

@@ -4,3 +4,4 @@ export * from './codec.js';
 export * from './validate.js';
 export * from './register.js';
 export * from './json.js';
+export * from './registry-client.js';

@@ -1,4 +1,5 @@
-import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { SchemaType } from '@kafkajs/confluent-schema-registry';
+import { registryConnection, schemaRegistryClient, type RegistryConnection, type RegistryTls } from './registry-client.js';
 import { ReachError, type Logger } from '@reach/core';
 import { schemaDef } from './schemas.js';
 
@@ -8,10 +9,12 @@ export interface RegisterResult {
   id: number;
 }
 
-async function checkCompatible(url: string, subject: string, canonical: string): Promise<string[] | undefined> {
-  const res = await fetch(`${url.replace(/\/$/, '')}/compatibility/subjects/${encodeURIComponent(subject)}/versions/latest?verbose=true`, {
+async function checkCompatible(conn: RegistryConnection, subject: string, canonical: string): Promise<string[] | undefined> {
+  // Plain fetch (the registry client has no verbose compatibility call): a private CA of an
+  // https registry must then be in NODE_EXTRA_CA_CERTS for the deploy step (docs/transport-security.md).
+  const res = await fetch(`${conn.host}/compatibility/subjects/${encodeURIComponent(subject)}/versions/latest?verbose=true`, {
     method: 'POST',
-    headers: { 'content-type': 'application/vnd.schemaregistry.v1+json' },
+    headers: { 'content-type': 'application/vnd.schemaregistry.v1+json', ...(conn.authorization ? { authorization: conn.authorization } : {}) },
     body: JSON.stringify({ schema: canonical }),
   });
   if (res.status === 404) return undefined; // a new subject: nothing to be compatible with
@@ -26,12 +29,18 @@ async function checkCompatible(url: string, subject: string, canonical: string):
  * latest registered version, failing loudly with the registry's reasons when a change would
  * break readers. Registering an already-registered schema is a no-op that returns its id.
  */
-export async function registerSchemas(url: string, bindings: ReadonlyArray<{ subject: string; schema: string }>, logger: Logger): Promise<RegisterResult[]> {
-  const registry = new SchemaRegistry({ host: url, retry: { retries: 2 } });
+export async function registerSchemas(
+  url: string,
+  bindings: ReadonlyArray<{ subject: string; schema: string }>,
+  logger: Logger,
+  tls: RegistryTls = {},
+): Promise<RegisterResult[]> {
+  const conn = registryConnection(url, tls);
+  const registry = schemaRegistryClient(conn);
   const out: RegisterResult[] = [];
   for (const { subject, schema } of bindings) {
     const def = schemaDef(schema);
-    const problems = await checkCompatible(url, subject, def.canonical);
+    const problems = await checkCompatible(conn, subject, def.canonical);
     if (problems && problems.length > 0) {
       throw new ReachError(
         'UNKNOWN_SCHEMA',

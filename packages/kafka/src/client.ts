@@ -2,6 +2,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { Kafka, Partitioners, logLevel, type ISocketFactory, type KafkaConfig, type LogEntry, type Producer } from 'kafkajs';
 import type { Logger } from '@reach/core';
+import { kafkajsSecurity, type KafkaSecurity } from './security.js';
 
 /**
  * The one place Agent-Reach creates kafkajs clients. kafkajs is no longer actively maintained:
@@ -14,6 +15,8 @@ export interface KafkaClientOptions {
   /** Connection/request timeouts (ms); defaults suit a local broker. */
   connectionTimeoutMs?: number;
   requestTimeoutMs?: number;
+  /** SASL and TLS to the brokers (REACH_KAFKA_*; see security.ts). Unset: plaintext. */
+  security?: KafkaSecurity;
 }
 
 function logCreator(logger: Logger) {
@@ -48,6 +51,7 @@ export function createKafka(opts: KafkaClientOptions): Kafka {
     requestTimeout: opts.requestTimeoutMs ?? 30000,
     logLevel: logLevel.INFO,
     socketFactory,
+    ...kafkajsSecurity(opts.security),
     logCreator: logCreator(opts.logger.child({ component: 'kafkajs' })),
     // Reconnect forever with capped backoff: a broker restart must never kill a service.
     // At most a second apart, so a restarted broker is found again within a second.

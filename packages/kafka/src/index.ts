@@ -1,4 +1,5 @@
 export * from './client.js';
+export * from './security.js';
 export * from './topics.js';
 export * from './records.js';
 export * from './consume.js';

@@ -96,7 +96,7 @@ export class AgentNode implements AgentApi {
 
   constructor(private readonly options: AgentNodeOptions) {
     this.log = options.logger ?? silentLogger;
-    this.registry = new RegistryClient(options.registryUrl);
+    this.registry = new RegistryClient(options.registryUrl, undefined, options.tls);
     this.url = wsUrl(options.dispatcherUrl);
     this.random = options.random ?? Math.random;
     this.runner = new DeliveryRunner({
@@ -168,7 +168,12 @@ export class AgentNode implements AgentApi {
   /** The HTTP API (DESIGN §3) as this agent: submit with wait, status, timeline, traces. Needs ingressUrl. */
   client(): ReachClient {
     if (!this.options.ingressUrl) throw new Error('AgentNode.client() needs the ingressUrl option');
-    return new ReachClient({ ingressUrl: this.options.ingressUrl, registryUrl: this.options.registryUrl, token: this.token });
+    return new ReachClient({
+      ingressUrl: this.options.ingressUrl,
+      registryUrl: this.options.registryUrl,
+      token: this.token,
+      ...(this.options.tls ? { tls: this.options.tls } : {}),
+    });
   }
 
   // ── lifecycle ─────────────────────────────────────────────────────────────────────────
@@ -451,6 +456,7 @@ export class AgentNode implements AgentApi {
       log: this.log,
       onFrame: (frame) => this.onFrame(frame),
       onClose: (code, reason, s) => this.onSocketClose(code, reason, s),
+      tls: this.options.tls,
     });
     if (this.state === 'stopping' || this.state === 'stopped') {
       socket.close(1000, 'agent stopping');

@@ -1,5 +1,6 @@
 import WebSocket from 'ws';
 import { ReachError, type Logger } from '@reach/core';
+import { wsTlsOptions, type ClientTls } from './tls.js';
 import { parseServerFrame, type AgentFrame, type ServerFrame, type WelcomeFrame } from './frames.js';
 
 /**
@@ -16,6 +17,8 @@ export interface AgentSocketOptions {
   log: Logger;
   onFrame: (frame: ServerFrame, socket: AgentSocket) => void;
   onClose: (code: number, reason: string, socket: AgentSocket) => void;
+  /** A private CA (and client certificate) for a wss:// URL; see tls.ts. */
+  tls?: ClientTls | undefined;
 }
 
 /** Close codes of DESIGN §4 and what they mean to the agent. */
@@ -33,7 +36,7 @@ export class AgentSocket {
   private closed = false;
 
   private constructor(private readonly options: AgentSocketOptions) {
-    this.ws = new WebSocket(options.url, { handshakeTimeout: options.connectTimeoutMs, maxPayload: MAX_INBOUND_BYTES });
+    this.ws = new WebSocket(options.url, { handshakeTimeout: options.connectTimeoutMs, maxPayload: MAX_INBOUND_BYTES, ...wsTlsOptions(options.tls) });
   }
 
   /** Connects and authenticates; rejects with 1001 (timeout), 1003 (auth) or 1002 (closed). */

@@ -1,4 +1,5 @@
 import { ReachError, errorInfo, isKnownCode, type ErrorName } from '@reach/core';
+import { fetchFor, type ClientTls } from './tls.js';
 
 /**
  * JSON over HTTP for the SDK's clients. Every failure becomes a ReachError: the public error
@@ -19,6 +20,8 @@ export interface JsonRequest {
   timeoutMs?: number;
   /** Statuses (besides 2xx) that are answers rather than errors, e.g. 404 for a lookup. */
   accept?: number[];
+  /** A private CA / client certificate for https (see tls.ts); unset: the system store. */
+  tls?: ClientTls | undefined;
 }
 
 /** The ReachError a DESIGN §3 error body (or a bare HTTP status) stands for. */
@@ -48,7 +51,7 @@ export async function requestJson<T = unknown>(url: string, req: JsonRequest = {
   if (req.body !== undefined) headers['content-type'] = 'application/json';
   let res: Response;
   try {
-    res = await fetch(url, {
+    res = await fetchFor(req.tls)(url, {
       method: req.method ?? 'GET',
       headers,
       body: req.body === undefined ? undefined : JSON.stringify(req.body),

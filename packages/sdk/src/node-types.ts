@@ -1,3 +1,4 @@
+import type { ClientTls } from './tls.js';
 import type { Logger } from '@reach/core';
 import type { BackoffOptions } from './backoff.js';
 import type { DedupeOptions } from './dedupe.js';
@@ -23,6 +24,8 @@ export interface AgentNodeOptions {
   descriptor: AgentDescriptor;
   /** Enrollment (or admin) token for `POST /v1/agents`, when the registry needs one. */
   token?: string;
+  /** A private CA for https/wss URLs (e.g. `{ ca: readFileSync('ca.pem') }`); unset: the system store. */
+  tls?: ClientTls;
   logger?: Logger;
   /** How long start() waits for the first `welcome`. Default 10 s. */
   connectTimeoutMs?: number;

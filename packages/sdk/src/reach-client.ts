@@ -2,6 +2,7 @@ import { ReachError } from '@reach/core';
 import { joinUrl, listOf, requestJson } from './http.js';
 import { envelopeFields } from './payload.js';
 import { RegistryClient, type AgentInfo, type AgentQuery } from './registry-client.js';
+import type { ClientTls } from './tls.js';
 import type { SendFields } from './types.js';
 
 /**
@@ -17,6 +18,8 @@ export interface ReachClientOptions {
   token?: string;
   /** Per-request timeout; a waiting submit adds its wait. Default 10 s. */
   timeoutMs?: number;
+  /** A private CA (and client certificate) for https URLs; see tls.ts. */
+  tls?: ClientTls;
 }
 
 export interface SubmitOptions {
@@ -55,7 +58,7 @@ export class ReachClient {
 
   constructor(private readonly options: ReachClientOptions) {
     this.timeoutMs = options.timeoutMs ?? 10_000;
-    this.registry = options.registryUrl ? new RegistryClient(options.registryUrl, this.timeoutMs) : undefined;
+    this.registry = options.registryUrl ? new RegistryClient(options.registryUrl, this.timeoutMs, options.tls) : undefined;
   }
 
   /** `POST /v1/messages`. A `?wait_ms` that runs out throws the body's code (504). */
@@ -69,6 +72,7 @@ export class ReachClient {
       headers,
       body: envelopeFields(envelope),
       timeoutMs: this.timeoutMs + (options.waitMs ?? 0),
+      tls: this.options.tls,
     });
     const body = res.body ?? {};
     if (typeof body.message_id !== 'string') throw new ReachError('INTERNAL', `ingress answered ${res.status} without a message_id`);
@@ -80,6 +84,7 @@ export class ReachClient {
     const res = await requestJson<MessageStatus>(joinUrl(this.options.ingressUrl, `/v1/messages/${encodeURIComponent(messageId)}`), {
       token: this.options.token,
       timeoutMs: this.timeoutMs,
+      tls: this.options.tls,
     });
     return res.body;
   }
@@ -89,6 +94,7 @@ export class ReachClient {
     const res = await requestJson(joinUrl(this.options.ingressUrl, `/v1/messages/${encodeURIComponent(messageId)}/events`), {
       token: this.options.token,
       timeoutMs: this.timeoutMs,
+      tls: this.options.tls,
     });
     return listOf<TimelineEvent>(res.body, 'events', 'timeline');
   }
@@ -98,6 +104,7 @@ export class ReachClient {
     const res = await requestJson<Record<string, unknown> | unknown[]>(joinUrl(this.options.ingressUrl, `/v1/traces/${encodeURIComponent(traceId)}`), {
       token: this.options.token,
       timeoutMs: this.timeoutMs,
+      tls: this.options.tls,
     });
     return Array.isArray(res.body) ? { trace_id: traceId, messages: res.body } : res.body;
   }

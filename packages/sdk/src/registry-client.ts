@@ -1,5 +1,6 @@
 import { ReachError } from '@reach/core';
 import { joinUrl, listOf, requestJson } from './http.js';
+import type { ClientTls } from './tls.js';
 import type { AgentDescriptor, LoadReport, Registration } from './types.js';
 
 /** One agent as the registry lists it (DESIGN §3 `GET /v1/agents`); fields beyond these pass through. */
@@ -25,6 +26,7 @@ export class RegistryClient {
   constructor(
     readonly url: string,
     private readonly timeoutMs = 10_000,
+    private readonly tls?: ClientTls,
   ) {}
 
   /** `POST /v1/agents` with the enrollment (or admin) token when one is needed. */
@@ -34,6 +36,7 @@ export class RegistryClient {
       token,
       body: descriptor,
       timeoutMs: this.timeoutMs,
+      tls: this.tls,
     });
     const r = res.body;
     if (!r || typeof r.agent_id !== 'string' || typeof r.token !== 'string') {
@@ -57,6 +60,7 @@ export class RegistryClient {
       token,
       body: load,
       timeoutMs: this.timeoutMs,
+      tls: this.tls,
     });
   }
 
@@ -66,6 +70,7 @@ export class RegistryClient {
       method: 'DELETE',
       token,
       timeoutMs: this.timeoutMs,
+      tls: this.tls,
       accept: [404, 410],
     });
   }
@@ -74,7 +79,7 @@ export class RegistryClient {
     const qs = new URLSearchParams();
     for (const [k, v] of Object.entries(query)) if (typeof v === 'string' && v !== '') qs.set(k, v);
     const q = qs.toString();
-    const res = await requestJson(joinUrl(this.url, `/v1/agents${q ? `?${q}` : ''}`), { token, timeoutMs: this.timeoutMs });
+    const res = await requestJson(joinUrl(this.url, `/v1/agents${q ? `?${q}` : ''}`), { token, timeoutMs: this.timeoutMs, tls: this.tls });
     return listOf<AgentInfo>(res.body, 'agents');
   }
 
@@ -82,6 +87,7 @@ export class RegistryClient {
     const res = await requestJson<AgentInfo & { agent?: AgentInfo }>(joinUrl(this.url, `/v1/agents/${encodeURIComponent(agentId)}`), {
       token,
       timeoutMs: this.timeoutMs,
+      tls: this.tls,
     });
     const body = res.body;
     return body.agent && typeof body.agent === 'object' ? body.agent : body;

@@ -1,10 +1,10 @@
-import { bearer, ReachError, sameSecret, verifyToken } from '@reach/core';
+import { bearer, ReachError, sameSecret, verifyToken, type TokenSecret } from '@reach/core';
 import type { Reply } from './http.js';
 
 export interface AdminSecrets {
   adminToken: string | undefined;
-  /** REACH_TOKEN_SECRET: tells an agent token (403) from a stranger's (401); without it every non-admin token is 401. */
-  tokenSecret: string | undefined;
+  /** The token keys (REACH_TOKEN_SECRET[S]): tell an agent token (403) from a stranger's (401); without them every non-admin token is 401. */
+  tokenSecret: TokenSecret | undefined;
 }
 
 function refused(status: 401 | 403, message: string): Reply {

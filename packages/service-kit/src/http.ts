@@ -1,7 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { ReachError, toReachError, type Logger } from '@reach/core';
 import type { AuthFailureThrottle } from './auth-throttle.js';
+import { checkAdminClientCert, type ServerTls } from './tls.js';
 
 /**
  * A deliberately small HTTP layer: exact-path routes with `{param}` segments, JSON in and out,
@@ -68,11 +70,20 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
+export interface ListenOptions {
+  /** HTTPS (and WSS for an upgrade handler attached to nodeServer); unset: plain HTTP. */
+  tls?: ServerTls | undefined;
+  /** With `tls.clientCa`: the admin token is accepted only with a verified client certificate. */
+  adminToken?: string | undefined;
+}
+
 export class HttpServer {
   private readonly routes: Route[] = [];
   private server: Server | undefined;
   private throttle: AuthFailureThrottle | undefined;
   private readonly unthrottled = new Set<string>();
+  /** The admin token whose requests need a client certificate (mutual TLS on); undefined: off. */
+  private mtlsAdminToken: string | undefined;
 
   constructor(private readonly log: Logger) {}
 
@@ -134,6 +145,7 @@ export class HttpServer {
     let reply: Reply;
     let refusal: Reply | undefined;
     try {
+      checkAdminClientCert(req, this.mtlsAdminToken);
       if (found === undefined) reply = { status: 404, body: { error: { code: 404, name: 'NOT_FOUND', message: `no route ${url.pathname}` } } };
       else if (found === 'method')
         reply = { status: 405, body: { error: { code: 405, name: 'METHOD_NOT_ALLOWED', message: `${req.method} not allowed on ${url.pathname}` } } };
@@ -191,13 +203,23 @@ export class HttpServer {
     return { status: 429, body: e.toBody(), headers: { 'retry-after': String(retryAfterS) } };
   }
 
-  async listen(host: string, port: number): Promise<number> {
-    const server = createServer((req, res) => {
+  async listen(host: string, port: number, opts: ListenOptions = {}): Promise<number> {
+    const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
       this.dispatch(req, res).catch((err: unknown) => {
         this.log.error({ err }, 'response failed');
         res.destroy();
       });
-    });
+    };
+    const tls = opts.tls;
+    // Client certificates are asked for but not required (rejectUnauthorized: false): agents
+    // connect with their token alone; checkAdminClientCert holds the admin token to a verified one.
+    const server: Server = tls
+      ? createHttpsServer(
+          { cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: false } : {}) },
+          onRequest,
+        )
+      : createServer(onRequest);
+    this.mtlsAdminToken = tls?.clientCa ? opts.adminToken : undefined;
     server.keepAliveTimeout = 65_000;
     this.server = server;
     await new Promise<void>((resolve, reject) => {

@@ -11,3 +11,5 @@ export * from './revoked-tokens.js';
 export * from './admin-auth.js';
 export * from './audit.js';
 export * from './auth-throttle.js';
+export * from './tls.js';
+export * from './token-keys.js';

@@ -1,14 +1,18 @@
 import { hostname } from 'node:os';
-import { loadConfig, ConfigError, OPTIONS, toReachError, type ConfigOf, type Logger, type OptionKey } from '@reach/core';
+import { readFileSync } from 'node:fs';
+import { loadConfig, ConfigError, OPTIONS, toReachError, type ConfigOf, type Logger, type OptionKey, type TokenKeys } from '@reach/core';
 import { SchemaCodec } from '@reach/envelope';
 import {
   createKafka,
   createProducer,
+  kafkaSecurityFromEnv,
+  KAFKA_SECURITY_OPTIONS,
   runStage,
   runBatchStage,
   topicSchemaBindings,
   type FetchWait,
   type InRecord,
+  type KafkaSecurity,
   type Kafka,
   type OutRecord,
   type Producer,
@@ -24,6 +28,8 @@ import { AuthFailureThrottle } from './auth-throttle.js';
 import { HttpServer } from './http.js';
 import { deadLetterRecord } from './dead-letter.js';
 import { takeOverMemberFile } from './member-file.js';
+import { serverTlsFromConfig } from './tls.js';
+import { loadTokenKeys, watchTokenKeys } from './token-keys.js';
 
 /** Options every service reads. */
 const BASE_OPTIONS = [
@@ -38,6 +44,17 @@ const BASE_OPTIONS = [
   'otlpEndpoint',
   'authFailureLimit',
   'authFailureWindowS',
+  // transport security and token keys (docs/transport-security.md): every service may serve TLS,
+  // talk SASL/TLS to Kafka, and verify tokens with the rotated key set
+  ...KAFKA_SECURITY_OPTIONS,
+  'tlsCert',
+  'tlsKey',
+  'tlsClientCa',
+  'adminToken',
+  'tokenSecret',
+  'tokenSecrets',
+  'tokenSecretsFile',
+  'tokenSecretsReloadMs',
 ] as const;
 type BaseKey = (typeof BASE_OPTIONS)[number];
 
@@ -100,6 +117,11 @@ export interface ServiceContext<K extends OptionKey> {
   readonly redis: Redis;
   /** Spans over OTLP when REACH_OTLP_ENDPOINT is set; the no-op tracer otherwise. */
   readonly tracer: Tracer;
+  /**
+   * The keys agent tokens are signed and verified with (REACH_TOKEN_SECRETS[_FILE] and
+   * REACH_TOKEN_SECRET); reloaded in place when the file changes. Undefined when none is set.
+   */
+  readonly tokenKeys: TokenKeys | undefined;
   /** Runs a consume loop whose poison records go to reach.dlq.v1; stopped first on shutdown. */
   stage(opts: StageOptions): Promise<RunningStage>;
   /** Runs a batch consume loop (see runBatchStage); stopped first on shutdown, like stage(). */
@@ -108,6 +130,14 @@ export interface ServiceContext<K extends OptionKey> {
   onShutdown(fn: () => Promise<void> | void): void;
   /** Readiness beyond "started": e.g. a local view that has caught up. */
   addReadinessCheck(name: string, check: () => boolean): void;
+}
+
+function readCaFile(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`REACH_CA_FILE=${path} cannot be read: ${(err as Error).message}`);
+  }
 }
 
 function missing(what: string): never {
@@ -122,6 +152,10 @@ function missing(what: string): never {
  */
 export async function runService<K extends OptionKey>(def: ServiceDefinition<K>, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   let config: ConfigOf<K | BaseKey | 'databaseUrl' | 'redisUrl'>;
+  let tokenKeys: TokenKeys | undefined;
+  let serverTls: ReturnType<typeof serverTlsFromConfig>;
+  let kafkaSecurity: KafkaSecurity;
+  let registryTls: { ca?: string };
   try {
     const keys = [
       ...BASE_OPTIONS,
@@ -131,6 +165,10 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
       ...(def.redis ? (['redisUrl'] as const) : []),
     ];
     config = loadConfig(keys as Array<K | BaseKey | 'databaseUrl' | 'redisUrl'>, env) as typeof config;
+    tokenKeys = loadTokenKeys(config);
+    serverTls = serverTlsFromConfig(config);
+    kafkaSecurity = kafkaSecurityFromEnv(env);
+    registryTls = config.caFile ? { ca: readCaFile(config.caFile) } : {};
     const unset = (def.required ?? []).filter((k) => config[k] === undefined || config[k] === '');
     if (unset.length > 0) {
       throw new ConfigError(`${unset.map((k) => OPTIONS[k].env).join(', ')} must be set for ${def.name}`);
@@ -209,8 +247,14 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
   process.once('SIGINT', () => void shutdown('SIGINT').then(() => process.exit()));
   process.on('unhandledRejection', (err) => fatal(err));
 
-  const port = await http.listen(config.httpHost, config[def.port as K] as unknown as number);
-  log.info({ port }, 'http listening');
+  const port = await http.listen(config.httpHost, config[def.port as K] as unknown as number, { tls: serverTls, adminToken: config.adminToken });
+  // port last: tools (and the tests' spawnService) read `"port":N,"msg":"http listening"`
+  log.info({ tls: serverTls !== undefined, mutualTlsForAdmin: serverTls?.clientCa !== undefined, port }, 'http listening');
+  if (tokenKeys && config.tokenSecretsFile) {
+    const reload = watchTokenKeys(tokenKeys, config, log);
+    reload.start();
+    cleanups.push(() => reload.stop());
+  }
 
   try {
     const tracer = await createTracer({
@@ -221,11 +265,11 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
     });
     // First in, so it runs last: spans of the stages' final records are exported too.
     cleanups.push(() => tracer.shutdown());
-    const kafka = createKafka({ brokers: config.kafkaBrokers, clientId: instanceId, logger: log });
+    const kafka = createKafka({ brokers: config.kafkaBrokers, clientId: instanceId, logger: log, security: kafkaSecurity });
     if (config.memberFile) await takeOverMemberFile(kafka, config.memberFile, config.kafkaBrokers, log);
     const producer = await createProducer(kafka);
     cleanups.push(() => producer.disconnect());
-    const codec = SchemaCodec.connect(config.schemaRegistryUrl, { maxPayloadBytes: config.maxPayloadBytes });
+    const codec = SchemaCodec.connect(config.schemaRegistryUrl, { maxPayloadBytes: config.maxPayloadBytes }, registryTls);
     await codec.init(topicSchemaBindings());
 
     let pg: Pool | undefined;
@@ -258,6 +302,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
       producer,
       codec,
       tracer,
+      tokenKeys,
       get pg() {
         return pg ?? missing('postgres');
       },

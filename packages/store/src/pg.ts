@@ -1,5 +1,5 @@
 import { Client, Pool, type PoolConfig } from 'pg';
-import { silentLogger, type Logger } from '@reach/core';
+import { redactUrl, redactUrlsIn, silentLogger, type Logger } from '@reach/core';
 
 /**
  * The one place Agent-Reach creates PostgreSQL connections. Services hold one long-lived pool
@@ -126,18 +126,10 @@ export function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
 }
 
-/** The URL without its password, for logs and error messages. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '<invalid url>';
-  }
-}
+/** The URL without its password, for logs and error messages (kept here for existing importers). */
+export { redactUrl };
 
 function errorSummary(err: unknown): Record<string, unknown> {
-  if (err instanceof Error) return { message: err.message, code: pgErrorCode(err) };
-  return { message: String(err) };
+  if (err instanceof Error) return { message: redactUrlsIn(err.message), code: pgErrorCode(err) };
+  return { message: redactUrlsIn(String(err)) };
 }

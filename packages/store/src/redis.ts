@@ -1,5 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { Redis, type RedisOptions } from 'ioredis';
-import type { Logger } from '@reach/core';
+import { redactUrl, type Logger } from '@reach/core';
 
 /**
  * The one place Agent-Reach creates Redis clients. Redis holds hot, expiring state only, and
@@ -42,6 +43,28 @@ export function reconnectDelay(times: number, capMs: number): number {
   return Math.min(100 * 2 ** exp, capMs);
 }
 
+/**
+ * TLS and passwords come with the URL (docs/transport-security.md): `rediss://` for TLS,
+ * `redis://:password@host` or `redis://user:password@host` (ACL) for auth, and
+ * `?ca_file=/path/ca.pem` for a private CA of a `rediss://` server (the system store otherwise).
+ * Returns the URL ioredis should see (without `ca_file`, which it would take as an option) and
+ * the TLS options.
+ */
+export function redisConnection(url: string, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): { url: string; tls?: { ca: string } } {
+  const u = new URL(url);
+  const caFile = u.searchParams.get('ca_file');
+  if (caFile === null) return { url };
+  if (u.protocol !== 'rediss:') throw new Error(`${redactUrl(url)}: ca_file needs a rediss:// (TLS) URL`);
+  u.searchParams.delete('ca_file');
+  let ca: string;
+  try {
+    ca = readFile(caFile);
+  } catch (err) {
+    throw new Error(`${redactUrl(url)}: ca_file ${caFile} cannot be read: ${(err as Error).message}`);
+  }
+  return { url: u.toString(), tls: { ca } };
+}
+
 export function createRedis(url: string, logger: Logger, opts: RedisClientOptions = {}): Redis {
   const log = logger.child({ component: 'redis' });
   const cap = opts.maxReconnectDelayMs ?? 5_000;
@@ -59,7 +82,9 @@ export function createRedis(url: string, logger: Logger, opts: RedisClientOption
   if (opts.connectionName) options.connectionName = opts.connectionName;
   if (opts.autoPipelining) options.enableAutoPipelining = true;
   if (opts.commandTimeoutMs !== undefined) options.commandTimeout = opts.commandTimeoutMs;
-  const redis = new Redis(url, options);
+  const conn = redisConnection(url);
+  if (conn.tls) options.tls = conn.tls;
+  const redis = new Redis(conn.url, options);
 
   // While Redis is down ioredis emits 'error' on every reconnect attempt; log the first of a
   // run at warn and the rest at debug, so an outage is one visible line, not a flood. The

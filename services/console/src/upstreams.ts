@@ -23,15 +23,18 @@ export interface UpstreamConfig extends Readonly<Record<PortKey, number>> {
   readonly httpHost: string;
   /** REACH_CONSOLE_UPSTREAMS: JSON object, service name → base URL (validated by the config loader). */
   readonly consoleUpstreams: string;
+  /** REACH_TLS_CERT: the stack serves TLS, so the derived base URLs are https (the CA comes from NODE_EXTRA_CA_CERTS). */
+  readonly tlsCert?: string;
 }
 
 export function resolveUpstreams(cfg: UpstreamConfig): Record<UpstreamName, string> {
   const given = JSON.parse(cfg.consoleUpstreams) as Partial<Record<UpstreamName, string>>;
   // Services bound to every interface are reached on loopback from this machine.
   const host = cfg.httpHost === '0.0.0.0' || cfg.httpHost === '::' ? '127.0.0.1' : cfg.httpHost;
+  const scheme = cfg.tlsCert ? 'https' : 'http';
   const out = {} as Record<UpstreamName, string>;
   for (const name of UPSTREAMS) {
-    out[name] = (given[name] ?? `http://${host.includes(':') ? `[${host}]` : host}:${cfg[UPSTREAM_PORT_OPTIONS[name]]}`).replace(/\/+$/, '');
+    out[name] = (given[name] ?? `${scheme}://${host.includes(':') ? `[${host}]` : host}:${cfg[UPSTREAM_PORT_OPTIONS[name]]}`).replace(/\/+$/, '');
   }
   return out;
 }

@@ -1,4 +1,4 @@
-import type { Logger } from '@reach/core';
+import type { Logger, TokenSecret } from '@reach/core';
 import { adminOnly, type AuditLog, type HttpServer, type Reply, type Request } from '@reach/service-kit';
 import { entryJson } from './entry.js';
 import { bulkReplayFromBody, encodeCursor, listFilterFromQuery } from './filters.js';
@@ -12,7 +12,7 @@ export interface AdminApiDeps {
   replayer: Replayer;
   metrics: DeadLetterMetrics;
   adminToken: string | undefined;
-  tokenSecret: string | undefined;
+  tokenSecret: TokenSecret | undefined;
   log: Logger;
   /** Replays and purges are admin actions of the audit trail. */
   audit: AuditLog;

@@ -29,10 +29,10 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     pg: ctx.pg,
     service: ctx.service,
     instance: ctx.instanceId,
-    secrets: { adminToken: config.adminToken, tokenSecret: config.tokenSecret },
+    secrets: { adminToken: config.adminToken, tokenSecret: ctx.tokenKeys },
     log: ctx.log,
   });
-  registerAdminApi({ http: ctx.http, store, replayer, metrics, adminToken: config.adminToken, tokenSecret: config.tokenSecret, log: ctx.log, audit });
+  registerAdminApi({ http: ctx.http, store, replayer, metrics, adminToken: config.adminToken, tokenSecret: ctx.tokenKeys, log: ctx.log, audit });
 
   const ingest = new DeadLetterIngest(ctx.codec, store, metrics, ctx.log, ctx.service, ctx.tracer);
   await ctx.batchStage({ topics: [TOPICS.dlq.name], maxBatch: 500, handleBatch: (records) => ingest.handle(records) });

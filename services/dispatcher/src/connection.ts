@@ -1,5 +1,5 @@
 import { WebSocket, type RawData } from 'ws';
-import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims } from '@reach/core';
+import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims, type TokenSecret } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject } from '@reach/kafka';
 import { entryMessageId, entrySeq, frameOf, type EntryHead } from './entry.js';
@@ -43,7 +43,7 @@ export interface ConnectionConfig {
   authTimeoutMs: number;
   maxBufferedBytes: number;
   maxPayloadBytes: number;
-  tokenSecret: string;
+  tokenSecret: TokenSecret;
   /** How long a `send` waits for Kafka before answering 5002 (the record may still be written). */
   sendTimeoutMs: number;
   /** The ack window of a message without timeout_ms (REACH_ACK_TIMEOUT_MS): what a `progress` frame grants. */

@@ -1,8 +1,8 @@
-import { newId, signToken, type Logger } from '@reach/core';
+import { newId, signToken, type Logger, type TokenSecret } from '@reach/core';
 import { isNewerRecord } from '@reach/agents';
 import type { AgentRecord } from '@reach/envelope';
 import { TOPICS, startTableView, valueSubject, type TableView } from '@reach/kafka';
-import type { ServiceContext } from '@reach/service-kit';
+import { requireTokenKeys, type ServiceContext } from '@reach/service-kit';
 import { AgentChannels } from './agent-channels.js';
 import { Announcer } from './announcer.js';
 import { registerFlowApi } from './flow-api.js';
@@ -69,7 +69,7 @@ const DEADLINE_CLAIM_LEASE_MS = 30_000;
  */
 export async function startDispatcher(ctx: Ctx): Promise<void> {
   const { config, codec, log } = ctx;
-  const tokenSecret = config.tokenSecret!; // required by the service definition
+  const tokenSecret = requireTokenKeys(ctx.tokenKeys, 'dispatcher');
   const metrics = dispatcherMetrics(ctx.metrics);
   const outbox = new Outbox(ctx.producer, log);
   // Its own connection with auto-pipelining: the acks and reads of many sockets issued in one
@@ -252,7 +252,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
 async function recordPushOutcome(
   job: PushJob,
   outcome: PushOutcome,
-  d: { outcomes: Outcomes; agents: TableView<AgentRecord>; tokenSecret: string; log: Logger },
+  d: { outcomes: Outcomes; agents: TableView<AgentRecord>; tokenSecret: TokenSecret; log: Logger },
 ): Promise<void> {
   switch (outcome.kind) {
     case 'ack':

@@ -1,3 +1,4 @@
+import type { TokenSecret } from '@reach/core';
 import type { AgentRecord } from '@reach/envelope';
 import type { TableView } from '@reach/kafka';
 import { adminOnly, type HttpServer } from '@reach/service-kit';
@@ -8,7 +9,7 @@ export interface FlowApiDeps {
   buffer: ReplayBuffer;
   agents: TableView<AgentRecord>;
   adminToken: string | undefined;
-  tokenSecret: string;
+  tokenSecret: TokenSecret;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { ReachError, verifyToken, type Logger, type TokenClaims } from '@reach/core';
+import { ReachError, verifyToken, type Logger, type TokenClaims, type TokenSecret } from '@reach/core';
 import { RevokedTokenView } from '@reach/service-kit';
 import type { Pool } from '@reach/store';
 
@@ -50,7 +50,7 @@ export class RevocationWatch {
   }
 
   /** A `refresh_token` frame's token: signed, unexpired, the connection's own agent, not revoked. */
-  async verifyRenewal(agentId: string, token: string, secret: string): Promise<TokenClaims> {
+  async verifyRenewal(agentId: string, token: string, secret: TokenSecret): Promise<TokenClaims> {
     const claims = verifyToken(token, secret);
     if (claims.sub !== agentId) throw new ReachError('AUTH_FAILED', `the new token belongs to agent ${claims.sub}, not ${agentId}`);
     if (await this.isRevoked(claims.jti)) throw new ReachError('AUTH_FAILED', 'the new token has been revoked');

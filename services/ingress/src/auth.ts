@@ -1,4 +1,4 @@
-import { ReachError, sameSecret, verifyToken, VerifiedTokens } from '@reach/core';
+import { ReachError, sameSecret, verifyToken, VerifiedTokens, type TokenSecret } from '@reach/core';
 
 /** Who is sending: an agent (from its token) or an operator holding the admin token. */
 export interface Principal {
@@ -23,7 +23,7 @@ export class Authenticator {
   private readonly tokens: VerifiedTokens;
 
   constructor(
-    private readonly secret: string,
+    private readonly secret: TokenSecret,
     private readonly adminToken: string | undefined,
     private readonly revocations: RevocationCheck,
   ) {

@@ -1,4 +1,4 @@
-import { AuditLog, runService, type ServiceContext } from '@reach/service-kit';
+import { AuditLog, requireTokenKeys, runService, type ServiceContext } from '@reach/service-kit';
 import { createRedis } from '@reach/store';
 import { Acceptor } from './acceptance.js';
 import { Authenticator } from './auth.js';
@@ -43,7 +43,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   ctx.onShutdown(() => revocations.stop());
 
   // `required` below guarantees the secret is set.
-  const auth = new Authenticator(config.tokenSecret!, config.adminToken, revocations);
+  const auth = new Authenticator(requireTokenKeys(ctx.tokenKeys, 'ingress'), config.adminToken, revocations);
   const idempotency = new IdempotencyStore(ctx.redis, ctx.pg, config.idempotencyTtlS, ctx.log);
   const metrics = new IngressMetrics(ctx.metrics);
 
@@ -96,7 +96,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     readPolicy: { sameDomain: config.readsSameDomain },
     log: ctx.log,
   });
-  const secrets = { adminToken: config.adminToken, tokenSecret: config.tokenSecret };
+  const secrets = { adminToken: config.adminToken, tokenSecret: ctx.tokenKeys };
   const audit = new AuditLog({ pg: ctx.pg, service: ctx.service, instance: ctx.instanceId, secrets, log: ctx.log });
   registerQuotaApi({ http: ctx.http, secrets, overrides, instance: ctx.instanceId, audit });
   await startKafkaIngress(ctx, acceptor, metrics, config.dlqFloodSample);

@@ -1,4 +1,4 @@
-import { ReachError, bearer, sameSecret, verifyToken, type TokenClaims } from '@reach/core';
+import { ReachError, bearer, sameSecret, verifyToken, type TokenClaims, type TokenSecret } from '@reach/core';
 import type { Reply } from '@reach/service-kit';
 
 /**
@@ -8,7 +8,7 @@ import type { Reply } from '@reach/service-kit';
 export type Caller = { kind: 'admin' } | { kind: 'enrollment' } | { kind: 'agent'; claims: TokenClaims } | { kind: 'anonymous' };
 
 export interface AuthSecrets {
-  tokenSecret: string;
+  tokenSecret: TokenSecret;
   adminToken: string | undefined;
   enrollmentToken: string | undefined;
 }

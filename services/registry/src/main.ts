@@ -1,12 +1,13 @@
-import { runService } from '@reach/service-kit';
+import { hasTokenKeyEnv, runService } from '@reach/service-kit';
 import { startRegistry, REGISTRY_OPTIONS } from './registry.js';
 
 // registry: agent records, leases, QoS and the public agent API; publishes reach.agents.v1 (DESIGN §1).
-// Agent tokens are signed here: without REACH_TOKEN_SECRET the service cannot do its job at all,
-// so it refuses to start, the same way (exit 78) as for any other configuration error.
-if (!process.env.REACH_TOKEN_SECRET) {
+// Agent tokens are signed here: without a signing key (REACH_TOKEN_SECRET, or the key ring of
+// REACH_TOKEN_SECRETS[_FILE]) the service cannot do its job at all, so it refuses to start, the
+// same way (exit 78) as for any other configuration error.
+if (!hasTokenKeyEnv(process.env)) {
   process.stderr.write(
-    'registry: REACH_TOKEN_SECRET is required (the HMAC key agent tokens are signed with; `reach up` generates one into .reach/token-secret)\n',
+    'registry: REACH_TOKEN_SECRET is required, or REACH_TOKEN_SECRETS / REACH_TOKEN_SECRETS_FILE (the HMAC keys agent tokens are signed with; `reach up` generates one into .reach/token-secret)\n',
   );
   process.exit(78);
 }

@@ -1,6 +1,5 @@
-import { ConfigError } from '@reach/core';
 import { parseCapabilityDictionary } from '@reach/agents';
-import { AuditLog, PeriodicJob, RevokedTokenView, type ServiceContext } from '@reach/service-kit';
+import { AuditLog, PeriodicJob, requireTokenKeys, RevokedTokenView, type ServiceContext } from '@reach/service-kit';
 import { mountAuditApi } from './audit-api.js';
 import { AgentStore } from './agent-store.js';
 import { AgentFeed } from './agent-feed.js';
@@ -40,8 +39,7 @@ const RECONCILE_RETRY_MS = 5000;
 
 export async function startRegistry(ctx: ServiceContext<RegistryOption>): Promise<void> {
   const { config, redis, log } = ctx;
-  const tokenSecret = config.tokenSecret;
-  if (!tokenSecret) throw new ConfigError('REACH_TOKEN_SECRET is required by the registry (it signs agent tokens)');
+  const tokenSecret = requireTokenKeys(ctx.tokenKeys, 'registry');
 
   const store = new AgentStore(redis);
   const tokens = new TokenStore(ctx.pg);

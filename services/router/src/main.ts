@@ -64,7 +64,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   // failed audit write must never hold up routing (AuditLog logs it and goes on).
   const auditPg = createPgPool(config.databaseUrl, { max: 2, logger: ctx.log, applicationName: 'reach-router-audit' });
   ctx.onShutdown(() => auditPg.end());
-  const secrets = { adminToken: config.adminToken, tokenSecret: config.tokenSecret };
+  const secrets = { adminToken: config.adminToken, tokenSecret: ctx.tokenKeys };
   const audit = new AuditLog({ pg: auditPg, service: ctx.service, instance: ctx.instanceId, secrets, log: ctx.log });
   const rules = new RulesWatcher(config.rulesFile || null, ctx.log, (result) => {
     metrics.rulesReloads.inc({ result });
@@ -116,7 +116,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   registerViewApi(
     ctx.http,
     views.index,
-    { adminToken: config.adminToken, tokenSecret: config.tokenSecret },
+    { adminToken: config.adminToken, tokenSecret: ctx.tokenKeys },
     (agentId) => circuits.verdict(agentId, Date.now()),
     () => [...views.grantsView.entries()].map(([, g]) => g),
   );

@@ -1,28 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import type { Logger } from '../../../packages/core/dist/index.js';
 import { createRedis } from '../../../packages/store/dist/index.js';
 import { stack, uniq } from '../../helpers/env.js';
-
-function recordingLogger(lines: { level: string; msg: string }[]): Logger {
-  const fn = (level: string) => (a: unknown, b?: string) => {
-    lines.push({ level, msg: typeof a === 'string' ? a : (b ?? '') });
-  };
-  const logger: Logger = {
-    trace: fn('trace'),
-    debug: fn('debug'),
-    info: fn('info'),
-    warn: fn('warn'),
-    error: fn('error'),
-    fatal: fn('fatal'),
-    child: () => logger,
-  };
-  return logger;
-}
+import { recordingLogger } from '../../helpers/recording-logger.js';
 
 describe('createRedis', () => {
   it('connects to the real Redis, sets and gets, and quits cleanly', async () => {
-    const lines: { level: string; msg: string }[] = [];
-    const redis = createRedis(stack.redisUrl, recordingLogger(lines), { connectionName: 'reach-store-test' });
+    const { logger, lines } = recordingLogger();
+    const redis = createRedis(stack.redisUrl, logger, { connectionName: 'reach-store-test' });
     const key = uniq('reach:test:store');
     const ended = new Promise<void>((resolve) => redis.once('end', () => resolve()));
     try {
@@ -40,9 +24,9 @@ describe('createRedis', () => {
   });
 
   it('fails commands fast when Redis is unreachable and offline queueing is off, logging instead of crashing', async () => {
-    const lines: { level: string; msg: string }[] = [];
+    const { logger, lines } = recordingLogger();
     // port 1 on loopback: nothing listens, the connection is refused at once
-    const redis = createRedis('redis://127.0.0.1:1/0', recordingLogger(lines), {
+    const redis = createRedis('redis://127.0.0.1:1/0', logger, {
       enableOfflineQueue: false,
       maxReconnectDelayMs: 200,
     });

@@ -4,10 +4,14 @@ import { paths, reachHome } from '../paths.js';
 import { done, step, warn } from '../output.js';
 import { alive, readState, type StackState } from '../local/stack.js';
 import { httpOk, portOpen, waitFor } from '../local/net.js';
+import { cliTls } from '../transport.js';
 
 function readyAgain(state: StackState, name: string): () => Promise<boolean> {
   const url = state.endpoints[name];
-  if (url?.startsWith('http')) return () => httpOk(`${url}/readyz`).then((ok) => ok || httpOk(`${url}/subjects`));
+  if (url?.startsWith('http')) {
+    const tls = cliTls(process.env);
+    return () => httpOk(`${url}/readyz`, tls).then((ok) => ok || httpOk(`${url}/subjects`, tls));
+  }
   const m = url && !url.includes(',') ? /^([^:]+):(\d+)$/.exec(url) : null;
   if (m) return () => portOpen(m[1]!, Number(m[2]));
   return async () => true;

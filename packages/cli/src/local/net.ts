@@ -1,3 +1,4 @@
+import { fetchFor, type ClientTls } from '@reach/sdk';
 import { connect } from 'node:net';
 
 /** True when something accepts TCP connections on host:port. */
@@ -23,9 +24,10 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
   }
 }
 
-export async function httpOk(url: string): Promise<boolean> {
+/** True when `url` answers 2xx within a second; `tls` for an https stack with a private CA. */
+export async function httpOk(url: string, tls?: ClientTls): Promise<boolean> {
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+    const res = await fetchFor(tls)(url, { signal: AbortSignal.timeout(1000) });
     return res.ok;
   } catch {
     return false;

@@ -7,6 +7,7 @@ import {
   ensureTopics,
   topicSchemaBindings,
   type Admin,
+  type KafkaSecurity,
 } from '@reach/kafka';
 import { registerSchemas } from '@reach/envelope';
 import { createPgPool, ensureDatabase, ensurePartitions, migrate } from '@reach/store';
@@ -25,6 +26,10 @@ export interface SetupConfig {
    * registry's _schemas), checked against the replication the broker config gives them.
    */
   internalTopics?: { names: readonly string[]; replicationFactor: number; minInsyncReplicas: number };
+  /** SASL/TLS to an outside Kafka (REACH_KAFKA_*); unset: plaintext, as the local broker speaks. */
+  kafkaSecurity?: KafkaSecurity;
+  /** Extra CAs (REACH_CA_FILE) for an https schema registry. */
+  registryCa?: string;
 }
 
 /**
@@ -45,7 +50,7 @@ export async function setupStack(cfg: SetupConfig, log: Logger, progress: (msg: 
   } finally {
     await pool.end();
   }
-  const kafka = createKafka({ brokers: cfg.kafkaBrokers, clientId: 'reach-setup', logger: log });
+  const kafka = createKafka({ brokers: cfg.kafkaBrokers, clientId: 'reach-setup', logger: log, security: cfg.kafkaSecurity });
   const admin = kafka.admin();
   await admin.connect();
   try {
@@ -65,7 +70,7 @@ export async function setupStack(cfg: SetupConfig, log: Logger, progress: (msg: 
   } finally {
     await admin.disconnect();
   }
-  const registered = await registerSchemas(cfg.schemaRegistryUrl, topicSchemaBindings(), log);
+  const registered = await registerSchemas(cfg.schemaRegistryUrl, topicSchemaBindings(), log, cfg.registryCa ? { ca: cfg.registryCa } : {});
   progress(`schemas registered (${registered.map((r) => `${r.subject}#${r.id}`).join(', ')})`);
 }
 

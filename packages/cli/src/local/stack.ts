@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, rmSync, chmodSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { OPTIONS, loadConfig, silentLogger, type Logger } from '@reach/core';
+import { OPTIONS, loadConfig, redactUrl, silentLogger, type Logger } from '@reach/core';
 import { DEFAULT_SCHEMAS_TOPIC } from '@reach/dev-schema-registry';
-import { createKafka, defaultMinInsyncReplicas, ensureTopics, leaveRecordedMembers } from '@reach/kafka';
+import { createKafka, defaultMinInsyncReplicas, ensureTopics, kafkaSecurityFromEnv, leaveRecordedMembers } from '@reach/kafka';
 import { ROOT, defaultHome, paths, reachHome, type Paths } from '../paths.js';
 import { done, step, warn, withProgress } from '../output.js';
 import { ensurePostgres, ensureRedis, ensureRedisAppendOnly } from './deps.js';
@@ -21,6 +21,7 @@ import {
   type KafkaNode,
 } from './kafka.js';
 import { httpOk, portOpen, waitFor } from './net.js';
+import { cliTls, serviceScheme } from '../transport.js';
 import { setupStack } from './setup.js';
 import { Supervisor, type ProcessSpec } from './supervisor.js';
 
@@ -310,7 +311,10 @@ export async function upStack(
       );
       childEnv.REACH_SCHEMA_REGISTRY_URL = url;
     }
-    state.endpoints['schema-registry'] = childEnv.REACH_SCHEMA_REGISTRY_URL ?? cfg.schemaRegistryUrl;
+    const schemaRegistryUrl = childEnv.REACH_SCHEMA_REGISTRY_URL ?? cfg.schemaRegistryUrl;
+    const registryCa = caPem(env);
+    // state.json, `reach up` and `reach ps` show endpoints: never a registry's basic-auth password.
+    state.endpoints['schema-registry'] = redactUrl(schemaRegistryUrl).replace(/\/$/, '');
 
     await withProgress(
       'deploy step: migrations, topics, schemas',
@@ -318,7 +322,10 @@ export async function upStack(
         {
           ...cfg,
           kafkaBrokers,
-          schemaRegistryUrl: state.endpoints['schema-registry'],
+          schemaRegistryUrl,
+          // An outside Kafka may want SASL/TLS (REACH_KAFKA_*); the local broker speaks plaintext.
+          ...(localKafka ? {} : { kafkaSecurity: kafkaSecurityFromEnv(env) }),
+          ...(registryCa ? { registryCa } : {}),
           topicReplicationFactor: replicationFactor,
           minInsyncReplicas,
           // The internal topics of the local Kafka are checked too (their settings come from the broker config).
@@ -339,9 +346,15 @@ export async function upStack(
     childEnv.REACH_RULES_FILE = env.REACH_RULES_FILE ?? localRulesFile(p.rules);
     state.rulesFile = childEnv.REACH_RULES_FILE;
 
+    // A stack serving TLS (REACH_TLS_CERT): readiness over https trusting REACH_CA_FILE, and the
+    // children (the console's calls to the services) trust that CA too.
+    const scheme = serviceScheme(env);
+    const tls = cliTls(env);
+    const caFile = loadConfig(['caFile'], env).caFile;
+    if (caFile && !childEnv.NODE_EXTRA_CA_CERTS) childEnv.NODE_EXTRA_CA_CERTS = caFile;
     for (const { svc, instances: list } of plan) {
       const several = list.length > 1;
-      const bases = list.map((inst) => `http://${host}:${inst.port}`);
+      const bases = list.map((inst) => `${scheme}://${host}:${inst.port}`);
       await withProgress(
         several ? `${list.length} × ${svc.name} on ${bases.join(', ')}` : `${svc.name} on ${bases[0]}`,
         Promise.all(
@@ -361,7 +374,7 @@ export async function upStack(
               readyTimeoutMs: 60_000,
               stopTimeoutMs: 20_000,
               stopGroup: svc.name,
-              ready: () => httpOk(`${bases[i]}/readyz`),
+              ready: () => httpOk(`${bases[i]}/readyz`, tls),
               // Killed without leaving its consumer groups: remove its members now, so the
               // survivors (or its restarted self) get its partitions without a session wait.
               afterExit: async () => {
@@ -384,6 +397,12 @@ export async function upStack(
     await supervisor.stopAll();
     throw err;
   }
+}
+
+/** REACH_CA_FILE's PEM, for an https schema registry with a private CA. */
+function caPem(env: NodeJS.ProcessEnv): string | undefined {
+  const file = loadConfig(['caFile'], env).caFile;
+  return file ? readFileSync(file, 'utf8') : undefined;
 }
 
 /** Consumer offsets: created by the broker on first use, with offsets.topic.replication.factor. */

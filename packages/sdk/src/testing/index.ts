@@ -5,6 +5,7 @@ import type { Logger } from '@reach/core';
 import { AgentNode } from '../agent-node.js';
 import type { AgentNodeOptions, Handler } from '../node-types.js';
 import { ReachClient } from '../reach-client.js';
+import { fetchFor, tlsFromFiles, type ClientTls } from '../tls.js';
 import type { AgentDescriptor, ReachMessage } from '../types.js';
 
 /**
@@ -24,6 +25,8 @@ export interface TestStack {
   routerUrl: string;
   /** The stack's admin token (also accepted for registration). */
   adminToken: string | undefined;
+  /** For a stack serving TLS: REACH_CA_FILE (and REACH_TLS_CLIENT_CERT/KEY for mutual TLS). */
+  tls?: ClientTls;
 }
 
 /** `<prefix>-<time>-<random>`: a name (capability, topic, agent type) no other test uses. */
@@ -49,19 +52,31 @@ function findAdminToken(env: NodeJS.ProcessEnv): string | undefined {
 export function localStack(env: NodeJS.ProcessEnv = process.env): TestStack {
   const host = !env.REACH_HTTP_HOST || env.REACH_HTTP_HOST === '0.0.0.0' ? '127.0.0.1' : env.REACH_HTTP_HOST;
   const port = (name: string, def: number) => Number(env[name] ?? def);
+  // REACH_TLS_CERT set: the stack serves https/wss (docs/transport-security.md).
+  const s = env.REACH_TLS_CERT ? 's' : '';
+  const tls = tlsFromFiles(
+    { caFile: env.REACH_CA_FILE, certFile: env.REACH_TLS_CLIENT_CERT, keyFile: env.REACH_TLS_CLIENT_KEY },
+    { ca: 'REACH_CA_FILE', cert: 'REACH_TLS_CLIENT_CERT', key: 'REACH_TLS_CLIENT_KEY' },
+  );
   return {
-    registryUrl: `http://${host}:${port('REACH_REGISTRY_PORT', 7411)}`,
-    dispatcherUrl: `ws://${host}:${port('REACH_DISPATCHER_PORT', 7412)}/v1/connect`,
-    ingressUrl: `http://${host}:${port('REACH_INGRESS_PORT', 7410)}`,
-    routerUrl: `http://${host}:${port('REACH_ROUTER_PORT', 7415)}`,
+    registryUrl: `http${s}://${host}:${port('REACH_REGISTRY_PORT', 7411)}`,
+    dispatcherUrl: `ws${s}://${host}:${port('REACH_DISPATCHER_PORT', 7412)}/v1/connect`,
+    ingressUrl: `http${s}://${host}:${port('REACH_INGRESS_PORT', 7410)}`,
+    routerUrl: `http${s}://${host}:${port('REACH_ROUTER_PORT', 7415)}`,
     adminToken: findAdminToken(env),
+    ...(tls ? { tls } : {}),
   };
 }
 
 /** A ReachClient of the local stack with the admin token (or the given one). */
 export function testClient(options: { stack?: TestStack; token?: string } = {}): ReachClient {
   const stack = options.stack ?? localStack();
-  return new ReachClient({ ingressUrl: stack.ingressUrl, registryUrl: stack.registryUrl, token: options.token ?? stack.adminToken });
+  return new ReachClient({
+    ingressUrl: stack.ingressUrl,
+    registryUrl: stack.registryUrl,
+    token: options.token ?? stack.adminToken,
+    ...(stack.tls ? { tls: stack.tls } : {}),
+  });
 }
 
 export interface TestAgentOptions {
@@ -106,6 +121,7 @@ export async function startTestAgent(options: TestAgentOptions = {}): Promise<Te
     dispatcherUrl: stack.dispatcherUrl,
     ingressUrl: stack.ingressUrl,
     token: options.node?.token ?? stack.adminToken,
+    ...(stack.tls ? { tls: stack.tls } : {}),
     logger: options.logger ?? options.node?.logger,
     descriptor: { agent_type: uniqueName('test-agent'), ...options.descriptor },
   });
@@ -137,7 +153,7 @@ export async function waitUntilRoutable(agentId: string, stack: TestStack = loca
   if (!stack.adminToken) return;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const res = await fetch(`${stack.routerUrl}/v1/view/agents/${encodeURIComponent(agentId)}`, {
+    const res = await fetchFor(stack.tls)(`${stack.routerUrl}/v1/view/agents/${encodeURIComponent(agentId)}`, {
       headers: { authorization: `Bearer ${stack.adminToken}` },
     }).catch(() => undefined);
     if (res?.ok) {

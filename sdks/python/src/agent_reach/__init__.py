@@ -7,7 +7,7 @@ API; ``agent_reach.testing`` runs agents against a local stack in pytest.
 
 from .backoff import RECONNECT_BACKOFF, Backoff, reconnect_delay
 from .dedupe import DedupeCache, DedupeOptions, dedupe_key
-from .env import ConnectionSettings, connection_from_env
+from .env import ConnectionSettings, connection_from_env, ssl_context_from_files
 from .errors import ERROR_CODES, AgentReplacedError, ErrorCodeInfo, NonRetryableError, ReachError, error_info
 from .handler_context import AgentApi, Handler, HandlerContext
 from .message import AgentDescriptor, CapabilitySpec, LoadReport, Message, Receipt, Registration
@@ -46,6 +46,7 @@ __all__ = [
     "Reply",
     "SessionContext",
     "connection_from_env",
+    "ssl_context_from_files",
     "context_from_headers",
     "context_to_headers",
     "dedupe_key",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
@@ -88,6 +89,7 @@ class AgentSocket:
         ping_interval: float,
         idle_timeout: float,
         log: logging.Logger,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> "AgentSocket":
         """Connects and authenticates; raises 1001 (timeout), 1003 (refused token) or 1002 (closed).
 
@@ -97,7 +99,9 @@ class AgentSocket:
         try:
             async with asyncio.timeout(connect_timeout):
                 # Protocol-level pings are off: the agent protocol has its own ping frames.
-                live: _WebSocket = await _connect(url, open_timeout=None, ping_interval=None, max_size=MAX_INBOUND_BYTES, close_timeout=2)
+                # wss:// with a private CA takes the given SSLContext; otherwise websockets' default.
+                tls = {"ssl": ssl_context} if ssl_context is not None and url.startswith("wss:") else {}
+                live: _WebSocket = await _connect(url, open_timeout=None, ping_interval=None, max_size=MAX_INBOUND_BYTES, close_timeout=2, **tls)
                 ws = live
                 await live.send(json.dumps(hello))
                 while True:

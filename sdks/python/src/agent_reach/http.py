@@ -7,6 +7,7 @@ service is 5002 (retryable), a timeout 1001. The HTTP status and ``Retry-After``
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -22,11 +23,12 @@ class JsonResponse:
 
 
 class JsonHttp:
-    """One pooled httpx client; ``aclose()`` when done."""
+    """One pooled httpx client; ``aclose()`` when done. ``ssl_context``: a private CA (and client
+    certificate) for https URLs; None verifies against the system trust store."""
 
-    def __init__(self, timeout: float = 10.0) -> None:
+    def __init__(self, timeout: float = 10.0, ssl_context: ssl.SSLContext | None = None) -> None:
         self.timeout = timeout
-        self._client = httpx.AsyncClient(timeout=timeout)
+        self._client = httpx.AsyncClient(timeout=timeout, verify=ssl_context if ssl_context is not None else True)
 
     async def request(
         self,

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import random as _random
 import signal
+import ssl
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -90,6 +91,7 @@ class AgentNode:
         dispatcher_url: str | None = None,
         ingress_url: str | None = None,
         token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         logger: logging.Logger | None = None,
         connect_timeout: float = 10.0,
         ping_interval: float = 15.0,
@@ -106,12 +108,14 @@ class AgentNode:
     ) -> None:
         """Endpoints not given come from AGENT_REACH_REGISTRY_URL, _DISPATCHER_URL, _INGRESS_URL and
         _TOKEN (defaults: the local stack). ``token`` is the enrollment (or admin) token that
-        registration needs when the registry asks for one. Times are in seconds."""
+        registration needs when the registry asks for one. ``ssl_context`` (else AGENT_REACH_CA_FILE)
+        trusts a private CA for https/wss endpoints. Times are in seconds."""
         env = connection_from_env()
         self._registry_url = registry_url or env.registry_url
         self._url = _ws_url(dispatcher_url or env.dispatcher_url)
         self._ingress_url = ingress_url or env.ingress_url
         self._token = token or env.token
+        self._ssl_context = ssl_context or env.ssl_context
         self._descriptor = dict(descriptor)
         self._log = logger or logging.getLogger("agent_reach")
         self._connect_timeout = connect_timeout
@@ -240,7 +244,7 @@ class AgentNode:
 
     def client(self) -> ReachClient:
         """The HTTP message API as this agent (its token): submit with wait, status, timeline, traces."""
-        return ReachClient(self._ingress_url, registry_url=self._registry_url, token=self.token)
+        return ReachClient(self._ingress_url, registry_url=self._registry_url, token=self.token, ssl_context=self._ssl_context)
 
     # ── lifecycle ──────────────────────────────────────────────────────────────────────────
 
@@ -251,7 +255,7 @@ class AgentNode:
         self._state = "starting"
         self._stopped = asyncio.Event()
         self._renewal_lock = asyncio.Lock()
-        self._http = JsonHttp()
+        self._http = JsonHttp(ssl_context=self._ssl_context)
         self._registry = RegistryClient(self._registry_url, self._http)
         self._capabilities = self._declared_capabilities()
         try:
@@ -614,6 +618,7 @@ class AgentNode:
             ping_interval=self._ping_interval,
             idle_timeout=self._idle_timeout,
             log=self._log,
+            ssl_context=self._ssl_context,
         )
         if self._state in ("stopping", "stopped"):
             await socket.close(1000, "agent stopping")

@@ -10,6 +10,7 @@ status and timeline, a trace, and the registry's agents.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from typing import Any, Mapping
 from urllib.parse import quote
@@ -24,11 +25,20 @@ FINAL_STATES = frozenset({"DELIVERED", "REJECTED", "DEAD"})
 
 
 class ReachClient:
-    def __init__(self, ingress_url: str, *, registry_url: str | None = None, token: str | None = None, timeout: float = 10.0) -> None:
-        """``token``: an agent token (the producer of what is submitted) or the admin token."""
+    def __init__(
+        self,
+        ingress_url: str,
+        *,
+        registry_url: str | None = None,
+        token: str | None = None,
+        timeout: float = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        """``token``: an agent token (the producer of what is submitted) or the admin token.
+        ``ssl_context``: a private CA (and client certificate) for https URLs."""
         self.ingress_url = ingress_url
         self.token = token
-        self._http = JsonHttp(timeout)
+        self._http = JsonHttp(timeout, ssl_context)
         self._registry = RegistryClient(registry_url, self._http) if registry_url else None
 
     async def __aenter__(self) -> "ReachClient":
