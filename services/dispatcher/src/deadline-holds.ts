@@ -30,9 +30,14 @@ export interface HeldDelivery {
   budgetAt: number | null;
 }
 
-/** The deadline a hold sets at `now`: a full window from now, within the budget. */
+/** An ack deadline of a whole window from `now`, never past the budget. */
+export function windowEnd(now: number, windowMs: number, budgetAt: number | null): number {
+  return budgetAt === null ? now + windowMs : Math.min(now + windowMs, budgetAt);
+}
+
+/** The deadline a hold sets at `now`. */
 export function heldUntil(h: HeldDelivery, now: number): number {
-  return h.budgetAt === null ? now + h.windowMs : Math.min(now + h.windowMs, h.budgetAt);
+  return windowEnd(now, h.windowMs, h.budgetAt);
 }
 
 export class DeadlineHolds {

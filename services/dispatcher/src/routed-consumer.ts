@@ -4,7 +4,7 @@ import { TOPICS, produceAll, valueSubject, type InRecord, type OutRecord, type P
 import { deadLetterRecord, statusRecord } from '@reach/service-kit';
 import type { Tracer } from '@reach/tracing';
 import type { Announcement } from './announcer.js';
-import type { DeadlineHolds, HeldDelivery } from './deadline-holds.js';
+import { windowEnd, type DeadlineHolds, type HeldDelivery } from './deadline-holds.js';
 import { deliveryTrace } from './dispatch-span.js';
 import { buildEntry, entryPartsOf } from './entry.js';
 import { LANES, laneOf } from './lanes.js';
@@ -198,7 +198,7 @@ function heldDeliveries(accepted: readonly Accepted[], results: readonly AppendR
  * agent at once, and the first agent ran it too.
  */
 export function withWindowFrom(r: RoutedDelivery, windowMs: number, now: number): RoutedDelivery {
-  const deadline = Math.min(now + windowMs, r.budget_deadline_at ?? Infinity);
+  const deadline = windowEnd(now, windowMs, r.budget_deadline_at ?? null);
   return deadline - r.deadline_at > LATE_MS ? { ...r, deadline_at: deadline } : r;
 }
 
