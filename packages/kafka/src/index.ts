@@ -9,3 +9,4 @@ export * from './delay.js';
 export * from './group-consumer.js';
 export * from './leave-group.js';
 export * from './member-ledger.js';
+export * from './group-offsets.js';

@@ -19,7 +19,7 @@ export interface FilterHooks {
 }
 
 /** Why an agent offering the name is not a candidate (counted in the routing trace). */
-export type Rejection = 'status' | 'lease' | 'unreachable' | 'mode' | 'tags' | 'excluded' | 'circuit' | 'domain';
+export type Rejection = 'status' | 'lease' | 'unreachable' | 'reconnecting' | 'mode' | 'tags' | 'excluded' | 'circuit' | 'domain';
 
 export interface FilterInput {
   readonly address: Address;
@@ -28,6 +28,8 @@ export interface FilterInput {
   readonly exclude: readonly string[];
   readonly envelope: Envelope;
   readonly now: number;
+  /** How long an agent whose socket died counts as reconnecting (REACH_WS_RECONNECT_GRACE_MS); 0 = never. */
+  readonly reconnectGraceMs?: number;
   readonly hooks?: FilterHooks;
 }
 
@@ -41,11 +43,27 @@ export interface FilterResult {
    * retry goes to another candidate *when one exists* (SPEC R-B9), else to the same one again.
    */
   readonly exclusionRelaxed: boolean;
+  /**
+   * When an agent that would otherwise fit is only away because its socket died less than the
+   * reconnect grace ago: the end of the latest such grace (epoch ms), else null.
+   */
+  readonly reconnectingUntil: number | null;
 }
 
 /** An agent the dispatcher can push to: a live WebSocket somewhere, or an HTTP endpoint. */
 export function isReachable(agent: AgentRecord, presence: Presence | undefined): boolean {
   return presence?.connected === true || (agent.endpoints.http !== null && agent.endpoints.http !== '');
+}
+
+/**
+ * The end of an unreachable agent's reconnect grace, when it is still running: its socket died
+ * (a disconnected presence) less than `graceMs` ago, so it is expected back — the dispatcher
+ * keeps its un-acked deliveries for a replay over that same window.
+ */
+export function reconnectingUntil(presence: Presence | undefined, graceMs: number, now: number): number | null {
+  if (presence === undefined || presence.connected || graceMs <= 0) return null;
+  const until = presence.at + graceMs;
+  return until > now ? until : null;
 }
 
 /** ONLINE (not COOLDOWN or OFFLINE) with an unexpired lease. */
@@ -63,6 +81,7 @@ export function filterCandidates(index: AgentIndex, input: FilterInput): FilterR
   };
   const candidates: AgentRecord[] = [];
   const excludedButFit: AgentRecord[] = [];
+  let backBy: number | null = null;
   for (const agent of offering) {
     const caps = agent.capabilities.filter((c) => capabilityMatches(c, input.address, input.mode));
     if (caps.length === 0) {
@@ -78,8 +97,11 @@ export function filterCandidates(index: AgentIndex, input: FilterInput): FilterR
       reject(dead);
       continue;
     }
-    if (!isReachable(agent, index.presenceOf(agent.agent_id))) {
-      reject('unreachable');
+    const presence = index.presenceOf(agent.agent_id);
+    if (!isReachable(agent, presence)) {
+      const until = reconnectingUntil(presence, input.reconnectGraceMs ?? 0, input.now);
+      if (until !== null) backBy = Math.max(backBy ?? 0, until);
+      reject(until !== null ? 'reconnecting' : 'unreachable');
       continue;
     }
     if (input.hooks?.circuitOpen?.(agent.agent_id)) {
@@ -98,7 +120,7 @@ export function filterCandidates(index: AgentIndex, input: FilterInput): FilterR
     candidates.push(agent);
   }
   if (candidates.length === 0 && excludedButFit.length > 0) {
-    return { candidates: excludedButFit, considered: offering.length, rejected, exclusionRelaxed: true };
+    return { candidates: excludedButFit, considered: offering.length, rejected, exclusionRelaxed: true, reconnectingUntil: backBy };
   }
-  return { candidates, considered: offering.length, rejected, exclusionRelaxed: false };
+  return { candidates, considered: offering.length, rejected, exclusionRelaxed: false, reconnectingUntil: backBy };
 }

@@ -2,14 +2,16 @@ import type { RetryRequest } from '@reach/envelope';
 import { ATTEMPT_HEADER, EXCLUDE_HEADER } from './hints.js';
 
 /**
- * The reason of a RetryRequest that holds a message for saturation (SPEC R-B7). Such a hold is
- * not a failed attempt — nothing was delivered — so the same attempt is routed again when it
- * is due; every other RetryRequest names the attempt that failed, and the retry is the next one.
+ * The reasons of a RetryRequest that holds a message: every candidate saturated (SPEC R-B7), or
+ * the only agent that could take it reconnecting within its grace. A hold is not a failed
+ * attempt — nothing was delivered — so the same attempt is routed again when it is due; every
+ * other RetryRequest names the attempt that failed, and the retry is the next one.
  */
 export const HOLD_REASON_SATURATED = 'SATURATED';
+export const HOLD_REASON_RECONNECTING = 'RECONNECTING';
 
 export function isHold(req: Pick<RetryRequest, 'reason'>): boolean {
-  return req.reason === HOLD_REASON_SATURATED;
+  return req.reason === HOLD_REASON_SATURATED || req.reason === HOLD_REASON_RECONNECTING;
 }
 
 /** The attempt number the message carries when it is re-published to reach.pending.v1. */

@@ -1,7 +1,7 @@
 import type { AgentRecord, CapabilityMode, Envelope } from '@reach/envelope';
 import { AgentIndex } from './agent-index.js';
 import { parseAddress, type Address } from './capability.js';
-import { filterCandidates, isReachable, type FilterHooks, type Rejection } from './candidates.js';
+import { filterCandidates, isReachable, reconnectingUntil, type FilterHooks, type Rejection } from './candidates.js';
 import { FANOUT_AGENT, FANOUT_PARENT, type RouteHints } from './hints.js';
 import { byScore, scoreCandidates, type ScoredCandidate, type ScoringConfig } from './score.js';
 import { DEFAULT_POLICY, stickyValue, type RoutePolicy } from './policy.js';
@@ -16,6 +16,11 @@ export interface RoutingConfig extends ScoringConfig {
   /** Load rate above which a candidate is saturated (SPEC R-B7). */
   readonly saturation: number;
   readonly stickyTtlS: number;
+  /**
+   * An agent whose socket died less than this long ago is expected back (REACH_WS_RECONNECT_GRACE_MS):
+   * when it is all that is missing, the message is held, not refused. 0 or absent = refuse at once.
+   */
+  readonly reconnectGraceMs?: number;
 }
 
 export interface RouteDeps {
@@ -32,8 +37,12 @@ export interface RouteDeps {
 export type RouteDecision =
   /** expire_at has passed: DEAD 3006. */
   | { readonly kind: 'expired'; readonly candidates: 0 }
-  /** Nothing can take it (SPEC R-B10). */
-  | { readonly kind: 'no_route'; readonly why: string; readonly candidates: 0; readonly trace: NoRouteTrace }
+  /**
+   * Nothing can take it (SPEC R-B10). `reconnectingUntil` is set when an agent that would take it
+   * is only reconnecting (its socket died within the grace): the caller holds the message until
+   * then instead of refusing it.
+   */
+  | { readonly kind: 'no_route'; readonly why: string; readonly candidates: 0; readonly trace: NoRouteTrace; readonly reconnectingUntil?: number }
   /** Every candidate is above the saturation threshold (SPEC R-B7). */
   | { readonly kind: 'saturated'; readonly candidates: number; readonly trace: RouteTrace }
   /** Exactly one agent; `parentMessageId` is set for a retried fan-out copy. */
@@ -95,16 +104,22 @@ async function decide(envelope: Envelope, hints: RouteHints, deps: RouteDeps, no
  */
 function routeToAgent(envelope: Envelope, agentId: string, strategy: Strategy, deps: RouteDeps, now: number, parentMessageId?: string): RouteDecision {
   const agent = deps.index.agent(agentId);
-  const noRoute = (why: string, rejected?: Rejection): RouteDecision => ({
+  const noRoute = (why: string, rejected?: Rejection, backBy?: number): RouteDecision => ({
     kind: 'no_route',
     why,
     candidates: 0,
     trace: { strategy, address: agentId, considered: agent ? 1 : 0, ...(rejected ? { rejected: { [rejected]: 1 } } : {}) },
+    ...(backBy !== undefined ? { reconnectingUntil: backBy } : {}),
   });
   if (!agent) return noRoute(`agent ${agentId} is not registered`);
   if (agent.status === 'OFFLINE') return noRoute(`agent ${agentId} is OFFLINE`, 'status');
   if (agent.lease_expires_at <= now) return noRoute(`agent ${agentId} has an expired lease`, 'lease');
-  if (!isReachable(agent, deps.index.presenceOf(agentId))) return noRoute(`agent ${agentId} is neither connected nor has an HTTP endpoint`, 'unreachable');
+  const presence = deps.index.presenceOf(agentId);
+  if (!isReachable(agent, presence)) {
+    const backBy = reconnectingUntil(presence, deps.config.reconnectGraceMs ?? 0, now);
+    if (backBy !== null) return noRoute(`agent ${agentId} is reconnecting`, 'reconnecting', backBy);
+    return noRoute(`agent ${agentId} is neither connected nor has an HTTP endpoint`, 'unreachable');
+  }
   if (deps.hooks?.circuitOpen?.(agentId)) return noRoute(`agent ${agentId} has an open circuit`, 'circuit');
   if (deps.hooks?.domainAllowed && !deps.hooks.domainAllowed(envelope, agent)) {
     return noRoute(`agent ${agentId} is in domain ${agent.metadata.domain ?? 'default'} and no grant lets the producer reach it`, 'domain');
@@ -130,6 +145,7 @@ function fanOut(envelope: Envelope, address: Address, mode: CapabilityMode, hint
     exclude: [],
     envelope,
     now,
+    reconnectGraceMs: deps.config.reconnectGraceMs ?? 0,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   });
   if (f.candidates.length === 0) {
@@ -143,6 +159,7 @@ function fanOut(envelope: Envelope, address: Address, mode: CapabilityMode, hint
         considered: f.considered,
         ...(Object.keys(f.rejected).length ? { rejected: f.rejected } : {}),
       },
+      ...(f.reconnectingUntil !== null ? { reconnectingUntil: f.reconnectingUntil } : {}),
     };
   }
   const scored = scoreCandidates(f.candidates, deps.config, deps.rng);
@@ -201,6 +218,7 @@ async function routeToCapability(
     exclude: hints.excludeAgents,
     envelope,
     now,
+    reconnectGraceMs: deps.config.reconnectGraceMs ?? 0,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   });
   const rejected = Object.keys(f.rejected).length ? { rejected: f.rejected } : {};
@@ -210,6 +228,7 @@ async function routeToCapability(
       why: `no live agent offers capability ${capability}`,
       candidates: 0,
       trace: { strategy: 'weighted', address: capability, considered: f.considered, ...rejected },
+      ...(f.reconnectingUntil !== null ? { reconnectingUntil: f.reconnectingUntil } : {}),
     };
   }
   const relaxed = f.exclusionRelaxed ? { exclusion_relaxed: true as const } : {};

@@ -27,12 +27,13 @@ import type { AgentDescriptor, CapabilitySpec, LoadReport, Registration, SendFie
 /** Frames kept while disconnected; beyond this the oldest go (the dispatcher retries their deliveries). */
 const MAX_OUTBOX = 10_000;
 /**
- * How long an ack or reject written to the socket stays "unsure": if the connection drops
+ * How long an answer (result, ack, reject) written to the socket stays "unsure": if the connection drops
  * within this time, it is written again on the next one. A dispatcher killed with SIGKILL loses
  * the frames it had read but not yet acted on, and the agent's hello.last_seq (the highest seq
  * it received) keeps the new dispatcher from replaying those deliveries: unanswered, they timed
  * out and ran again on another agent (`pnpm chaos`: 74 of 280,126 keys). An answer the
- * dispatcher did take is harmless twice (the seq is gone: it is ignored).
+ * dispatcher did take is harmless twice (the seq is gone: it is ignored). A result goes again
+ * with its ack: an ack re-sent alone would make the message DELIVERED without its result.
  */
 const UNSURE_ANSWER_MS = 5_000;
 /** A failed token refresh is tried again this soon (the old token still has a fifth of its life). */
@@ -77,7 +78,7 @@ export class AgentNode implements AgentApi {
   private readonly abort = new AbortController();
   private readonly sleepers = new Set<{ timer: NodeJS.Timeout; wake: () => void }>();
   private outbox: AgentFrame[] = [];
-  /** Acks and rejects written lately, with the socket and time (see UNSURE_ANSWER_MS). */
+  /** Results, acks and rejects written lately, with the socket and time (see UNSURE_ANSWER_MS). */
   private unsure: Array<{ frame: AgentFrame; socket: AgentSocket; at: number }> = [];
   private state: State = 'new';
   private registration: Registration | undefined;
@@ -549,7 +550,7 @@ export class AgentNode implements AgentApi {
   private sendFrame(frame: AgentFrame): void {
     const socket = this.socket;
     if (socket?.send(frame)) {
-      if (frame.type === 'ack' || frame.type === 'reject') this.keepUnsure(frame, socket);
+      if (frame.type === 'result' || frame.type === 'ack' || frame.type === 'reject') this.keepUnsure(frame, socket);
       return;
     }
     // Not connected: keep acks, rejects and results for the next connection instead of losing them.

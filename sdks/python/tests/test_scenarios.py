@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import httpx
 import pytest
@@ -165,15 +165,17 @@ async def test_reconnect_replay(start_agent: Any, reach_client: ReachClient, pro
     agent.node.on("connected", connections.append)
     agent.node.on("disconnected", disconnects.append)
 
-    first = [(await reach_client.submit({"capability": cap, "payload": {"i": i}}))["message_id"] for i in range(3)]
-    for mid in first:
-        await final(reach_client, mid)
+    # One at a time: messages without a session_id are keyed by their own id, so two sent
+    # back to back may be routed in either order. Each is dispatched before the next is sent.
+    for i in range(3):
+        await final(reach_client, (await reach_client.submit({"capability": cap, "payload": {"i": i}}))["message_id"])
 
     # The network swallows everything the dispatcher sends from now on...
     proxy.drop_downstream = True
-    lost = [(await reach_client.submit({"capability": cap, "payload": {"i": i}}))["message_id"] for i in range(3, 6)]
-    for mid in lost:
-        await reached(reach_client, mid, "DELIVERING")  # sent to the agent, never received
+    lost: list[str] = []
+    for i in range(3, 6):
+        lost.append((await reach_client.submit({"capability": cap, "payload": {"i": i}}))["message_id"])
+        await reached(reach_client, lost[-1], "DELIVERING")  # sent to the agent, never received
     await until("the deliveries swallowed", lambda: proxy.dropped_downstream > 0)
     # ...and then the connection dies.
     proxy.cut()
@@ -321,6 +323,13 @@ async def test_token_refresh(short_token_registry: str, reach_stack: LocalStack,
         await node.stop(2)
 
 
+async def until_event(client: ReachClient, message_id: str, match: Callable[[dict[str, Any]], bool], timeout: float = 20.0) -> None:
+    async def probe() -> bool | None:
+        return True if any(match(e) for e in await client.events(message_id)) else None
+
+    await eventually(f"an event of {message_id}", probe, timeout)
+
+
 @scenario("dedupe-redelivery")
 async def test_dedupe_redelivery(start_agent: Any, reach_client: ReachClient, proxy: ChaosProxy) -> None:
     """The handler ran and returned but its answer was lost on the way: the redelivery is
@@ -338,7 +347,14 @@ async def test_dedupe_redelivery(start_agent: Any, reach_client: ReachClient, pr
     key = unique_name("key")
     sent = await reach_client.submit({"capability": cap, "payload": {}, "timeout_ms": 1000}, idempotency_key=key)
     await until("the first answer swallowed", lambda: proxy.dropped_upstream > 0)
-    proxy.cut()  # the connection dies with the answer; the node reconnects
+    # No ack by the 1 s deadline: the dispatcher delivers it again (attempt 1, to this agent, the
+    # only one), and the node answers from the earlier result; that answer is swallowed too.
+    await until_event(reach_client, sent["message_id"], lambda e: e["state"] == "DELIVERING" and e["attempt"] >= 1)
+    swallowed = proxy.dropped_upstream
+    await until("the redelivery's answer swallowed", lambda: proxy.dropped_upstream > swallowed)
+    # The connection dies; the node reconnects and writes its recent answers again, and the
+    # dispatcher takes the redelivery's. The handler never runs a second time.
+    proxy.cut()
 
     status = await final(reach_client, sent["message_id"])
     assert (status["status"], status["agent_id"]) == ("DELIVERED", agent.agent_id)

@@ -6,10 +6,16 @@ import { NOOP_SPAN } from '@reach/tracing';
 import { ACK_JOURNAL, WORK_IN_PROGRESS } from '@reach/store';
 import { republish } from './republish.js';
 import { StuckSweeper } from './stuck-sweeper.js';
+import { KafkaOffsetReader, ReadModelWatermark } from './read-model-watermark.js';
 
 const OPTIONS = ['budgetMs', 'budgetPolicy', 'stuckSweepMs', 'stuckGraceMs'] as const;
 
 const RETRY_SUBJECT = valueSubject(TOPICS.retry.name);
+/** The tracker's consumer group and topics: how far the read model the sweep judges by is complete. */
+const TRACKER_GROUP = 'reach-tracker';
+const TRACKER_TOPICS = [TOPICS.statusBatches.name, TOPICS.status.name];
+/** Snapshots of the status topics kept: a tracker further behind holds the sweep until it catches up. */
+const WATERMARK_KEEP_MS = 30 * 60_000;
 
 // retry-scheduler: reach.retry.v1 → reach.pending.v1 when each request's not_before is due
 // (DESIGN §1). The delay lives on Kafka (paused partitions, committed offsets), so it survives
@@ -83,6 +89,13 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   });
   ctx.onShutdown(() => stage.stop());
 
+  const heldBack = metrics.counter(
+    'sweep_held_back_total',
+    'Messages past their budget the stuck sweep left for a later round because the read model (the tracker) lagged behind them.',
+  );
+  const offsets = new KafkaOffsetReader(ctx.kafka, TRACKER_GROUP, TRACKER_TOPICS);
+  ctx.onShutdown(() => offsets.close());
+  const watermark = new ReadModelWatermark(offsets, WATERMARK_KEEP_MS);
   const sweeper = new StuckSweeper({
     pg: ctx.pg,
     codec,
@@ -94,6 +107,8 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     graceMs: config.stuckGraceMs,
     log: ctx.log,
     onDeclared: (code) => expired.inc({ code: String(code), source: 'sweep' }),
+    readModelCompleteUntil: (now) => watermark.observe(now),
+    onHeldBack: (n) => heldBack.inc(n),
     acked: async (ids) => {
       if (ids.length === 0) return new Set();
       const found = await ctx.redis.hmget(ACK_JOURNAL.acked, ...ids);

@@ -16,6 +16,11 @@ import type { MessageColumns, Pool } from '@reach/store';
  * delivery and reporting it. Parked NO_ROUTE messages (PENDING 2001) wait for an agent until
  * their expire_at (SPEC R-B10), so for them only expire_at counts.
  *
+ * The read model can lag (a tracker restarting, a burst): a row is judged only when every
+ * status event produced before its deadline is known to be in PostgreSQL (ReadModelWatermark),
+ * so a message whose DELIVERED is still on its way is never declared DEAD. A message thus ends
+ * at most its budget + grace + two sweeps (plus however long the tracker lags) after creation.
+ *
  * The read model has no payloads (they stay in Kafka): the DLQ entry keeps the envelope's
  * fields with an empty payload. Messages declared here are remembered for a while, so a tracker
  * that lags behind one sweep does not get them declared twice.
@@ -46,6 +51,14 @@ export interface StuckSweeperDeps {
    * known; the round is then skipped.
    */
   inProgress?: (messageIds: readonly string[], now: number) => Promise<ReadonlySet<string>>;
+  /**
+   * Until when the read model is complete (ReadModelWatermark): a message whose deadline is
+   * later is not judged from it yet, since its DELIVERED may still be on its way to the
+   * tracker. Throws when that cannot be known; the round is then skipped. Absent: complete.
+   */
+  readModelCompleteUntil?: (now: number) => Promise<number>;
+  /** Counts messages past their deadline left for a later round because the read model lags. */
+  onHeldBack?: (count: number) => void;
 }
 
 /** The read-model columns the sweep selects. */
@@ -106,6 +119,7 @@ export class StuckSweeper {
   async sweep(now: number = Date.now()): Promise<number> {
     for (const [id, at] of this.declared) if (now - at > REMEMBER_MS) this.declared.delete(id);
     const minBudget = Math.min(this.d.budget.defaultMs, ...Object.values(this.d.budget.byType));
+    const complete = (await this.d.readModelCompleteUntil?.(now)) ?? Number.POSITIVE_INFINITY;
     const client = await this.d.pg.connect();
     try {
       await client.query('BEGIN');
@@ -131,6 +145,7 @@ export class StuckSweeper {
       const rowIds = res.rows.map((r) => r.message_id);
       const acked = (await this.d.acked?.(rowIds)) ?? new Set<string>();
       const working = (await this.d.inProgress?.(rowIds, now)) ?? new Set<string>();
+      let heldBack = 0;
       for (const row of res.rows) {
         if (this.declared.has(row.message_id)) continue;
         if (acked.has(row.message_id)) {
@@ -146,6 +161,10 @@ export class StuckSweeper {
         }
         const deadline = stuckDeadline(row, this.d.budget);
         if (deadline + this.d.graceMs > now) continue;
+        if (deadline > complete) {
+          heldBack++;
+          continue;
+        }
         out.push(...this.deadRecords(row, deadline, now));
         ids.push({ id: row.message_id, code: row.expire_at && row.expire_at.getTime() <= now ? 3006 : 3005 });
       }
@@ -156,6 +175,14 @@ export class StuckSweeper {
         this.d.onDeclared?.(code);
       }
       if (ids.length > 0) this.d.log.info({ count: ids.length }, 'stuck messages declared DEAD');
+      if (heldBack > 0) {
+        this.d.onHeldBack?.(heldBack);
+        const lagS = Number.isFinite(complete) ? Math.round((now - complete) / 1000) : null;
+        this.d.log.info(
+          { count: heldBack, read_model_complete_s_ago: lagS },
+          'past their budget, but the read model lags behind them: judged in a later round',
+        );
+      }
       return ids.length;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);

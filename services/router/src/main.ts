@@ -39,6 +39,7 @@ const OPTIONS = [
   'saturation',
   'saturationRetryMs',
   'stickyTtlS',
+  'wsReconnectGraceMs',
   'ackTimeoutMs',
   'budgetMs',
   'budgetPolicy',
@@ -132,6 +133,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     topK: config.hotspotTopK,
     saturation: config.saturation,
     stickyTtlS: config.stickyTtlS,
+    reconnectGraceMs: config.wsReconnectGraceMs,
   };
   const deps = { index: views.index, config: routing, sticky, rng: Math.random, hooks: { domainAllowed: domainGate(views.index, views.grants) } };
   const throttle = new AlertThrottle(ALERT_WINDOW_MS);

@@ -6,6 +6,7 @@ import {
   budgetDeadlineAt,
   FANOUT_PARENT,
   fanoutCopy,
+  HOLD_REASON_RECONNECTING,
   HOLD_REASON_SATURATED,
   type BudgetPolicy,
   type RouteDecision,
@@ -125,38 +126,35 @@ export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecis
         const error = new ReachError('SATURATED', 'every candidate is above the saturation threshold (the sender asked for QUEUE_REQUEST)');
         return rejected(ctx, m, error, decision.trace, now);
       }
-      const notBefore = now + ctx.saturationRetryMs;
-      const hold: RetryRequest = {
-        message_id: env.message_id,
-        attempt,
-        not_before: notBefore,
-        code: 2002,
-        reason: HOLD_REASON_SATURATED,
-        failed_agent_id: null,
-        exclude_agent_ids: [...m.hints.excludeAgents],
-        first_attempt_at: env.created_at,
-        envelope: env,
-      };
-      return [
-        { topic: TOPICS.retry.name, key: env.message_id, value: codec.encode(RETRY_SUBJECT, hold), headers: passHeaders(m.record) },
-        statusRecord(
-          codec,
-          {
-            ...base,
-            state: 'PENDING',
-            envelope: env,
-            parentMessageId: parentOf(env),
-            code: 2002,
-            reason: 'held: every candidate is saturated',
-            detail: { ...decision.trace, reason: HOLD_REASON_SATURATED, not_before: new Date(notBefore).toISOString() },
-          },
-          now,
-        ),
-      ];
+      return held(
+        ctx,
+        m,
+        { code: 2002, holdReason: HOLD_REASON_SATURATED, why: 'every candidate is saturated', detail: decision.trace },
+        now + ctx.saturationRetryMs,
+        now,
+      );
     }
     case 'no_route': {
       const error = noRouteError(decision);
       const detail = { ...decision.trace, why: decision.why };
+      // Only a reconnecting agent is missing: it is expected back within the grace (and its
+      // dispatcher keeps the replay for it that long), so the message waits rather than fails.
+      if (decision.reconnectingUntil !== undefined && decision.reconnectingUntil > now && error.codeName === 'NO_ROUTE') {
+        const notBefore = Math.min(now + ctx.saturationRetryMs, decision.reconnectingUntil);
+        const why = 'the agent that would take it is reconnecting';
+        return held(
+          ctx,
+          m,
+          {
+            code: error.code,
+            holdReason: HOLD_REASON_RECONNECTING,
+            why,
+            detail: { ...detail, reconnecting_until: new Date(decision.reconnectingUntil).toISOString() },
+          },
+          notBefore,
+          now,
+        );
+      }
       // A domain refusal is a policy answer, not a missing agent: no fallback, no parking.
       if (error.codeName === 'DOMAIN_DENIED') return rejected(ctx, m, error, detail, now);
       const fallback = m.rule?.fallback ?? null;
@@ -192,6 +190,51 @@ export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecis
       return out;
     }
   }
+}
+
+interface Hold {
+  readonly code: number;
+  /** The RetryRequest reason that marks it a hold, not a failed attempt (@reach/routing isHold). */
+  readonly holdReason: string;
+  readonly why: string;
+  readonly detail: object;
+}
+
+/**
+ * Held on reach.retry.v1 and routed again, as the same attempt, at `notBefore`: nothing was
+ * delivered, nothing failed. The status says PENDING with why it waits.
+ */
+function held(ctx: OutputContext, m: Msg, hold: Hold, notBefore: number, now: number): OutRecord[] {
+  const env = m.envelope;
+  const request: RetryRequest = {
+    message_id: env.message_id,
+    attempt: m.hints.attempt,
+    not_before: notBefore,
+    code: hold.code,
+    reason: hold.holdReason,
+    failed_agent_id: null,
+    exclude_agent_ids: [...m.hints.excludeAgents],
+    first_attempt_at: env.created_at,
+    envelope: env,
+  };
+  return [
+    { topic: TOPICS.retry.name, key: env.message_id, value: ctx.codec.encode(RETRY_SUBJECT, request), headers: passHeaders(m.record) },
+    statusRecord(
+      ctx.codec,
+      {
+        service: ctx.service,
+        instance: ctx.instanceId,
+        attempt: m.hints.attempt,
+        state: 'PENDING',
+        envelope: env,
+        parentMessageId: parentOf(env),
+        code: hold.code,
+        reason: `held: ${hold.why}`,
+        detail: { ...hold.detail, reason: hold.holdReason, not_before: new Date(notBefore).toISOString() },
+      },
+      now,
+    ),
+  ];
 }
 
 /**

@@ -254,6 +254,44 @@ describe('router', () => {
     expect(detailOf(await status.waitFor(statusFor(env.message_id as string, 'ROUTED')))).toMatchObject({ chosen: b.id });
   });
 
+  it('holds a message while its only agent is reconnecting, and routes it, same attempt, once the agent is back', async () => {
+    const capability = uniq('it:blip');
+    const a = { id: uniq('it.blip'), capabilities: [{ name: capability }] };
+    await register(a);
+    // The socket died a moment ago: within the reconnect grace (REACH_WS_RECONNECT_GRACE_MS, 2 s).
+    await register({ ...a, connected: false });
+    const env = envelope({ capability });
+    await fake.sendPending(env);
+
+    const held = await status.waitFor(statusFor(env.message_id as string, 'PENDING'));
+    expect(held.value).toMatchObject({ code: 2001, service: 'router', reason: 'held: the agent that would take it is reconnecting' });
+    expect(detailOf(held)).toMatchObject({ reason: 'RECONNECTING', rejected: { reconnecting: 1 } });
+    const hold = await retry.waitFor((r) => r.value?.message_id === env.message_id);
+    expect(hold.value).toMatchObject({ attempt: 0, code: 2001, reason: 'RECONNECTING', failed_agent_id: null });
+
+    await register({ ...a, revision: 2 });
+    const d = await routed.waitFor((r) => r.value?.message_id === env.message_id);
+    expect(d.value).toMatchObject({ agent_id: a.id, attempt: 0 });
+    expect(status.records.filter(statusFor(env.message_id as string, 'REJECTED'))).toHaveLength(0);
+  });
+
+  it('refuses with 2001 once the reconnect grace has passed without the agent', async () => {
+    const capability = uniq('it:gone');
+    const a = { id: uniq('it.gone'), capabilities: [{ name: capability }] };
+    await register(a);
+    await register({ ...a, connected: false });
+    const disconnectedBy = Date.now(); // the presence record's `at` is no later than this
+    const env = envelope({ capability });
+    await fake.sendPending(env);
+    const rejected = await status.waitFor(statusFor(env.message_id as string, 'REJECTED'), 15_000);
+    expect(rejected.value).toMatchObject({ code: 2001 });
+    const holds = retry.records.filter((r) => r.value?.message_id === env.message_id);
+    expect(holds.length).toBeGreaterThan(0);
+    expect(holds.every((r) => r.value?.reason === 'RECONNECTING')).toBe(true);
+    // Every hold waited within the grace: the last one was due by its end.
+    expect(Math.max(...holds.map((r) => Number(r.value!.not_before)))).toBeLessThanOrEqual(disconnectedBy + 2_000);
+  });
+
   it('answers 2002 SATURATED with a receipt when the sender asked for QUEUE_REQUEST', async () => {
     const capability = uniq('it:satq');
     await register({ id: uniq('it.hot'), capabilities: [{ name: capability }], currentLoad: 10 });

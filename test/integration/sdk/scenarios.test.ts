@@ -121,8 +121,12 @@ describe('SDK scenarios on the real stack', () => {
     // The network swallows what the dispatcher sends from now on, then the connection dies.
     proxy.dropDownstream = true;
     const lost: string[] = [];
-    for (let i = 3; i < 6; i++) lost.push((await client.submit({ capability, payload: { i } })).message_id);
-    for (const id of lost) await reaches(id, 'DELIVERING');
+    // One at a time, each dispatched before the next is sent: messages without a session_id are
+    // keyed by their own id, so two sent back to back may be routed in either order.
+    for (let i = 3; i < 6; i++) {
+      lost.push((await client.submit({ capability, payload: { i } })).message_id);
+      await reaches(lost.at(-1)!, 'DELIVERING');
+    }
     await eventually('the deliveries swallowed', () => proxy!.dropped > 0);
     proxy.cut();
 

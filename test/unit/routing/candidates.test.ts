@@ -43,6 +43,22 @@ describe('candidate filter (SPEC R-B2)', () => {
     expect(r.rejected).toEqual({ unreachable: 2 });
   });
 
+  it('counts an agent whose socket died within the reconnect grace as reconnecting, and says until when', () => {
+    const index = new AgentIndex();
+    index.upsertAgent(agent('blip'));
+    index.setPresence({ ...connected('blip'), connected: false, at: NOW - 500 });
+    index.upsertAgent(agent('long-gone'));
+    index.setPresence({ ...connected('long-gone'), connected: false, at: NOW - 5_000 });
+    const r = filterCandidates(index, input({ reconnectGraceMs: 2_000 }));
+    expect(ids(r)).toEqual([]);
+    expect(r.rejected).toEqual({ reconnecting: 1, unreachable: 1 });
+    expect(r.reconnectingUntil).toBe(NOW + 1_500);
+    // Without a grace nobody is expected back.
+    const none = filterCandidates(index, input());
+    expect(none.rejected).toEqual({ unreachable: 2 });
+    expect(none.reconnectingUntil).toBeNull();
+  });
+
   it('takes handle-mode capabilities for capability messages and subscribe-mode for topics', () => {
     const index = indexOf(agent('h', { caps: [cap('news')] }), agent('s', { caps: [cap('news', { mode: 'subscribe' })] }));
     expect(ids(filterCandidates(index, input({ address: parseAddress('news') })))).toEqual(['h']);

@@ -13,7 +13,7 @@ import {
   type StickyStore,
 } from '@reach/routing';
 import type { Envelope } from '@reach/envelope';
-import { agent, cap, deps, DownStickyStore, envelope, indexOf, NOW, seeded } from './fixtures.js';
+import { agent, cap, connected, deps, DownStickyStore, envelope, indexOf, NOW, seeded } from './fixtures.js';
 
 const hints = (o: Partial<RouteHints> = {}): RouteHints => ({
   attempt: 0,
@@ -309,6 +309,20 @@ describe('routeMessage: no route, expiry, targets, fan-out (SPEC R-B8, R-B10)', 
     expect(d.kind === 'routed' && d.trace).toMatchObject({ strategy: 'target', chosen: 't' });
     for (const id of ['off', 'expired', 'unreachable', 'nobody']) expect((await to(id)).kind).toBe('no_route');
     expect(await to('nobody')).toMatchObject({ why: 'agent nobody is not registered' });
+  });
+
+  it('says until when a message waits for its only agent to reconnect, for a capability and a target', async () => {
+    const index = indexOf(agent('a'), agent('other', { caps: [cap('other')] }));
+    index.setPresence({ ...connected('a'), connected: false, at: NOW - 500 });
+    const graced = deps(index, { config: { reconnectGraceMs: 2_000 } });
+    const byCap = await routeMessage(envelope(), hints(), graced, NOW);
+    expect(byCap).toMatchObject({ kind: 'no_route', reconnectingUntil: NOW + 1_500, trace: { rejected: { reconnecting: 1 } } });
+    const byTarget = await routeMessage(envelope({ capability: null, target_agent_id: 'a' }), hints(), graced, NOW);
+    expect(byTarget).toMatchObject({ kind: 'no_route', why: 'agent a is reconnecting', reconnectingUntil: NOW + 1_500 });
+    // Past the grace (or with none) it is an ordinary no route.
+    const late = await routeMessage(envelope(), hints(), graced, NOW + 1_500);
+    expect(late.kind === 'no_route' && late.reconnectingUntil).toBeUndefined();
+    expect(await routeMessage(envelope({ capability: null, target_agent_id: 'a' }), hints(), deps(index), NOW)).not.toHaveProperty('reconnectingUntil');
   });
 
   it('fans a topic out to every live subscriber', async () => {

@@ -53,11 +53,13 @@ RECEIPT = "reach.receipt"
 
 #: Answers kept while disconnected; beyond this the oldest go (the dispatcher retries their deliveries).
 MAX_OUTBOX = 10_000
-# How long an ack or reject written to the socket stays "unsure": if the connection drops
+# How long an answer (result, ack, reject) written to the socket stays "unsure": if the connection drops
 # within this time it is written again on the next one. A dispatcher killed with SIGKILL loses
 # the frames it had read but not acted on, and hello.last_seq keeps the new one from replaying
 # those deliveries, so unanswered they would run again on another agent. An answer the
-# dispatcher did take is harmless twice (its seq is gone: ignored). Same as the TypeScript SDK.
+# dispatcher did take is harmless twice (its seq is gone: ignored). A result goes again with its
+# ack: an ack re-sent alone would make the message DELIVERED without its result. Same as the
+# TypeScript SDK.
 UNSURE_ANSWER_S = 5.0
 #: A failed token renewal is tried again this soon (the old token still has a fifth of its life).
 TOKEN_REFRESH_RETRY_S = 5.0
@@ -730,7 +732,7 @@ class AgentNode:
     def _send_frame(self, frame: AgentFrame) -> None:
         socket = self._socket
         if socket is not None and socket.send(frame):
-            if frame.get("type") in ("ack", "reject"):
+            if frame.get("type") in ("result", "ack", "reject"):
                 now = time.monotonic()
                 while self._unsure and (now - self._unsure[0][2] > UNSURE_ANSWER_S or len(self._unsure) >= MAX_OUTBOX):
                     self._unsure.popleft()
