@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
-import { ulid } from 'ulid';
 import { plainKafka, registryClient } from '../../helpers/kafka.js';
 import { adminToken, uniq, urls } from '../../helpers/env.js';
 import { eventually } from '../../helpers/wait.js';
+import { sendStatus, statusEvent } from '../../helpers/status-event.js';
 
 // Issue #4 point 4: "no message is ever stuck in a non-terminal state beyond its budget plus
 // one sweep interval". A lone status event (as if every later stage had lost the message) is
@@ -21,12 +21,10 @@ const TASK_REQUEST_BUDGET_MS = 30_000; // REACH_BUDGET_POLICY default
 const kafka = plainKafka();
 const registry = registryClient();
 let producer: Producer;
-let statusSchemaId: number;
 
 beforeAll(async () => {
   producer = kafka.producer();
   await producer.connect();
-  statusSchemaId = await registry.getLatestSchemaId('reach.status.v1-value');
 });
 
 afterAll(async () => {
@@ -46,37 +44,9 @@ async function statusOf(id: string): Promise<Status | undefined> {
 
 /** The one status event a stage would have written before losing track of the message. */
 async function loneStatus(o: { state: 'PENDING' | 'DELIVERING'; createdAt: number; code?: number; agentId?: string }): Promise<string> {
-  const id = `msg_${ulid()}`;
-  const event = {
-    event_id: `evt_${ulid()}`,
-    message_id: id,
-    state: o.state,
-    attempt: 0,
-    at: Date.now(),
-    service: o.state === 'PENDING' ? 'ingress' : 'dispatcher',
-    instance: uniq('it-stuck'),
-    trace_id: uniq('trace'),
-    producer: 'admin',
-    message_type: 'task_request',
-    capability: uniq('rel_stuck').replace(/-/g, '_'),
-    topic: null,
-    target_agent_id: null,
-    agent_id: o.agentId ?? null,
-    parent_message_id: null,
-    code: o.code ?? null,
-    reason: null,
-    detail_json: null,
-    created_at: o.createdAt,
-    expire_at: null,
-    idempotency_key: null,
-    session_id: null,
-    correlation_id: null,
-    request_id: null,
-    reply_to: null,
-    priority: 'NORMAL',
-  };
-  await producer.send({ topic: 'reach.status.v1', acks: -1, messages: [{ key: id, value: await registry.encode(statusSchemaId, event) }] });
-  return id;
+  const event = statusEvent(o);
+  await sendStatus(producer, registry, event);
+  return event.message_id;
 }
 
 async function deadLetter(messageId: string, since: number): Promise<Record<string, unknown> | undefined> {
