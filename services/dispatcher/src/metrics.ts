@@ -8,6 +8,8 @@ export interface DispatcherMetrics {
   connectAttempts: Counter<'outcome'>;
   authFailures: Counter;
   dispatchSeconds: Histogram<'outcome'>;
+  batchPhaseSeconds: Histogram<'phase'>;
+  batchRecords: Histogram;
   closes: Counter<'code'>;
   routed: Counter;
   deliveriesSent: Counter;
@@ -48,6 +50,13 @@ export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
       ['outcome'],
       [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     ),
+    batchPhaseSeconds: m.histogram(
+      'routed_batch_phase_seconds',
+      'Each step of handling one batch of routed deliveries (append = the buffer script, produce = the DELIVERING events, announce = sending the deliver frames, lost_check = agents whose socket died): where a delivery waits before it is sent.',
+      ['phase'],
+      [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    ),
+    batchRecords: m.histogram('routed_batch_records', 'Routed deliveries per handled batch.', [], [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]),
     authFailures: m.counter('auth_failures_total', 'WebSocket connections closed with 4003 (bad, expired or missing token, or no hello in time).'),
     closes: m.counter('closes_total', 'WebSocket connections closed, by close code.', ['code']),
     routed: m.counter('routed_deliveries_total', 'Routed deliveries consumed and written to a replay buffer.'),

@@ -102,6 +102,8 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
 
     // Each delivery's ack deadline is registered with it; the deadline sweeper fails it if unanswered.
     const now = Date.now();
+    const phase = phaseTimer(d.metrics);
+    d.metrics.batchRecords.observe(accepted.length);
     const { results, promotions } = await d.buffer.appendMany(
       accepted.map((a) => {
         const r = a.delivery;
@@ -122,6 +124,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
       }),
       now,
     );
+    phase('append');
     // Promoted on the way (a raised max_concurrency): already buffered with their seqs, so they
     // go out now, whatever happens to the rest of the batch.
     d.promoter.handle(promotions);
@@ -150,6 +153,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     const producing = Date.now();
     d.holds.begin(held, producing);
     await produceAll(d.producer, statuses);
+    phase('produce');
     // Renewed before sending when the produce was slow, or when this batch comes again (its
     // stored deliveries keep the deadline of the first pass).
     const again = results.some((r) => r.kind === 'inflight' && r.repeat);
@@ -171,14 +175,30 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
       });
     });
     await d.announce(fresh);
+    phase('announce');
     d.holds.end(held);
     // Routed to an agent whose socket already died: failed over now, not at the ack deadline.
-    const pulled = await d.buffer.pullDeadlinesOfLost(held).catch((err: unknown) => {
-      d.log.warn({ err }, 'could not check for lost agents; their deliveries fail over at the ack deadline');
-      return 0;
-    });
-    if (pulled > 0) d.log.info({ count: pulled }, 'deliveries for agents whose socket died: failed over at once');
+    // Off the batch's path (measured: ~20 ms a batch at 1,000 msg/s, waiting for Redis): the
+    // next batch need not wait for it, and should it fail, the ack deadline fails them over.
+    const lostCheck = phaseTimer(d.metrics);
+    void d.buffer
+      .pullDeadlinesOfLost(held)
+      .then((pulled) => {
+        lostCheck('lost_check');
+        if (pulled > 0) d.log.info({ count: pulled }, 'deliveries for agents whose socket died: failed over at once');
+      })
+      .catch((err: unknown) => d.log.warn({ err }, 'could not check for lost agents; their deliveries fail over at the ack deadline'));
     return dead;
+  };
+}
+
+/** Observes the time since the previous phase ended (or since it was made) under each phase's name. */
+function phaseTimer(metrics: DispatcherMetrics): (name: string) => void {
+  let last = performance.now();
+  return (name) => {
+    const t = performance.now();
+    metrics.batchPhaseSeconds.observe({ phase: name }, (t - last) / 1000);
+    last = t;
   };
 }
 
