@@ -192,6 +192,26 @@ export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecis
   }
 }
 
+/** The PENDING event of a message that waits (held on reach.retry.v1, or parked): why, and until when. */
+function waitingStatus(ctx: OutputContext, m: Msg, code: number, reason: string, detail: object, now: number): OutRecord {
+  const env = m.envelope;
+  return statusRecord(
+    ctx.codec,
+    {
+      service: ctx.service,
+      instance: ctx.instanceId,
+      attempt: m.hints.attempt,
+      state: 'PENDING',
+      envelope: env,
+      parentMessageId: parentOf(env),
+      code,
+      reason,
+      detail,
+    },
+    now,
+  );
+}
+
 interface Hold {
   readonly code: number;
   /** The RetryRequest reason that marks it a hold, not a failed attempt (@reach/routing isHold). */
@@ -219,21 +239,7 @@ function held(ctx: OutputContext, m: Msg, hold: Hold, notBefore: number, now: nu
   };
   return [
     { topic: TOPICS.retry.name, key: env.message_id, value: ctx.codec.encode(RETRY_SUBJECT, request), headers: passHeaders(m.record) },
-    statusRecord(
-      ctx.codec,
-      {
-        service: ctx.service,
-        instance: ctx.instanceId,
-        attempt: m.hints.attempt,
-        state: 'PENDING',
-        envelope: env,
-        parentMessageId: parentOf(env),
-        code: hold.code,
-        reason: `held: ${hold.why}`,
-        detail: { ...hold.detail, reason: hold.holdReason, not_before: new Date(notBefore).toISOString() },
-      },
-      now,
-    ),
+    waitingStatus(ctx, m, hold.code, `held: ${hold.why}`, { ...hold.detail, reason: hold.holdReason, not_before: new Date(notBefore).toISOString() }, now),
   ];
 }
 
@@ -285,21 +291,7 @@ function parked(
       { service: ctx.service, error, record: m.record, envelope: stored, reason: 'NO_ROUTE', attempts: m.hints.attempt, history: decision.trace },
       now,
     ),
-    statusRecord(
-      ctx.codec,
-      {
-        service: ctx.service,
-        instance: ctx.instanceId,
-        attempt: m.hints.attempt,
-        state: 'PENDING',
-        envelope: env,
-        parentMessageId: parentOf(env),
-        code: error.code,
-        reason: 'parked',
-        detail: { ...decision.trace, why: decision.why, parked_until: new Date(until).toISOString() },
-      },
-      now,
-    ),
+    waitingStatus(ctx, m, error.code, 'parked', { ...decision.trace, why: decision.why, parked_until: new Date(until).toISOString() }, now),
   ];
 }
 
