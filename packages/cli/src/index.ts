@@ -7,6 +7,7 @@ export {
   applyProperties,
   brokerConfig,
   internalReplication,
+  kafkaClusterId,
   kafkaLayout,
   kafkaNodes,
   kafkaVersion,

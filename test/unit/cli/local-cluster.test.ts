@@ -7,6 +7,7 @@ import {
   applyProperties,
   brokerConfig,
   internalReplication,
+  kafkaClusterId,
   kafkaLayout,
   kafkaNodes,
   parseUpArgs,
@@ -188,5 +189,19 @@ describe('replication check of the deploy step', () => {
     expect(message).toMatch(/loose: unclean\.leader\.election\.enable=true/);
     expect(message).toMatch(/behind-0: only 1 in-sync replica/);
     expect(message).toMatch(/does not change the replication factor of an existing topic/);
+  });
+});
+
+describe('KRaft cluster id', () => {
+  it('is 16 random bytes in base64url, and never starts with "-" (kafka-storage would read it as an option)', () => {
+    // 0xf8 0x… encodes to "-…": the first draw is refused, the second taken.
+    const draws = [Buffer.alloc(16, 0xf8), Buffer.alloc(16, 0x41)];
+    const id = kafkaClusterId(() => draws.shift()!);
+    expect(id).toBe(Buffer.alloc(16, 0x41).toString('base64url'));
+    expect(draws).toHaveLength(0);
+    for (let i = 0; i < 2_000; i++) {
+      const drawn = kafkaClusterId();
+      expect(drawn).toMatch(/^[A-Za-z0-9_][A-Za-z0-9_-]{21}$/);
+    }
   });
 });

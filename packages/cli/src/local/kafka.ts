@@ -149,9 +149,17 @@ export function internalReplication(layout: KafkaLayout): { replicationFactor: n
   return { replicationFactor, minInsyncReplicas: defaultMinInsyncReplicas(replicationFactor) };
 }
 
-function kafkaClusterId(): string {
-  // A KRaft cluster id is 16 random bytes, base64url without padding (what `kafka-storage random-uuid` prints).
-  return randomBytes(16).toString('base64url');
+/**
+ * A KRaft cluster id: 16 random bytes, base64url without padding (what `kafka-storage
+ * random-uuid` prints). Never one that starts with `-`: `kafka-storage format -t -abc…` reads it
+ * as an option and fails ("expected one argument"), one `reach up` in 64 (Kafka's own
+ * Uuid.randomUuid draws again for the same reason).
+ */
+export function kafkaClusterId(random: (n: number) => Buffer = randomBytes): string {
+  for (;;) {
+    const id = random(16).toString('base64url');
+    if (!id.startsWith('-')) return id;
+  }
 }
 
 function javaBase(p: Paths): string[] {
