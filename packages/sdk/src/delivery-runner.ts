@@ -267,7 +267,14 @@ export class DeliveryRunner {
     }
     if (expectsResult(d.message)) {
       const { binary, ...payload } = encodePayload(outcome.payload);
-      const frame: Extract<AgentFrame, { type: 'result' }> = { type: 'result', message_id: d.message.message_id, status: 'ok', ...payload, ...traceOf(d) };
+      const frame: Extract<AgentFrame, { type: 'result' }> = {
+        type: 'result',
+        message_id: d.message.message_id,
+        seq: d.seq,
+        status: 'ok',
+        ...payload,
+        ...traceOf(d),
+      };
       if (binary) frame.content_type = 'application/octet-stream';
       if (Object.keys(outcome.headers).length > 0) frame.headers = outcome.headers;
       this.deps.send(frame);

@@ -57,6 +57,8 @@ export type AgentFrame =
   | {
       type: 'result';
       message_id: string;
+      /** The delivery's seq: a result re-sent after a reconnect finds its delivery by it. */
+      seq?: number;
       status: 'ok' | 'error';
       payload?: unknown;
       payload_b64?: string;

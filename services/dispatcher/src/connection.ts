@@ -256,7 +256,9 @@ export class AgentConnection {
           return;
         }
         case 'result': {
-          const seq = this.inflight.get(frame.message_id);
+          // Delivered on this connection, else the seq the agent names (a result re-sent after
+          // a reconnect); outcomes.result checks that seq holds this message.
+          const seq = this.inflight.get(frame.message_id) ?? frame.seq;
           await this.host.outcomes.result(agent, this.token, frame, seq);
           // A result answers its delivery like an ack does.
           if (seq !== undefined) this.answered(frame.message_id, seq, 'ack');

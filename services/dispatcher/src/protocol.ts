@@ -67,6 +67,11 @@ export interface RejectFrame {
 export interface ResultFrame {
   type: 'result';
   message_id: string;
+  /**
+   * The delivery's seq (optional, an addition to DESIGN §4): lets a result re-sent on a new
+   * connection, after the one it was delivered on died, find its delivery.
+   */
+  seq: number | undefined;
   status: 'ok' | 'error';
   payload: unknown;
   payload_b64: string | undefined;
@@ -189,6 +194,7 @@ export function parseAgentFrame(text: string): AgentFrame | FrameError {
         return {
           type: 'result',
           message_id: reqString(f, 'message_id'),
+          seq: seqOf(f, 'seq', false),
           status,
           payload: f.payload,
           payload_b64: optString(f, 'payload_b64'),

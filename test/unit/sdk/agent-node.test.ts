@@ -95,7 +95,8 @@ describe('deliveries', () => {
     const seq = fake.deliver({ message_id: id, capability: 'echo', payload: { text: 'hi' } });
     await fake.until('ack', () => acks().length === 1);
     expect(seen).toHaveLength(1);
-    expect(results()).toEqual([{ type: 'result', message_id: id, status: 'ok', payload: { echoed: 'hi' } }]);
+    // The result names its delivery's seq: re-sent after a reconnect, it still finds it.
+    expect(results()).toEqual([{ type: 'result', message_id: id, seq, status: 'ok', payload: { echoed: 'hi' } }]);
     expect(acks()).toEqual([{ type: 'ack', seq, message_id: id }]);
     // The result frame goes out before the ack, so DELIVERED never precedes the result.
     const types = fake.frames.map((f) => f.frame.type).filter((t) => t === 'ack' || t === 'result');
@@ -110,9 +111,9 @@ describe('deliveries', () => {
     await fake.until('ack', () => acks().length === 1);
     expect(results()).toHaveLength(0);
     const asked = newMessageId();
-    fake.deliver({ message_id: asked, topic: 'news', message_type: 'event', reply_to: 'agent.asker', payload: 2 });
+    const askedSeq = fake.deliver({ message_id: asked, topic: 'news', message_type: 'event', reply_to: 'agent.asker', payload: 2 });
     await fake.until('second ack', () => acks().length === 2);
-    expect(results()).toEqual([{ type: 'result', message_id: asked, status: 'ok', payload: 'ignored' }]);
+    expect(results()).toEqual([{ type: 'result', message_id: asked, seq: askedSeq, status: 'ok', payload: 'ignored' }]);
   });
 
   it('rejects with the code and retryable flag of a thrown ReachError; other errors are 3003 retryable', async () => {
@@ -283,14 +284,14 @@ describe('redelivery dedupe (SPEC R-G2)', () => {
     await node.start();
     const a = newMessageId();
     const b = newMessageId();
-    fake.deliver({ message_id: a, capability: 'pay', idempotency_key: 'order-7', producer: 'shop' });
+    const sa = fake.deliver({ message_id: a, capability: 'pay', idempotency_key: 'order-7', producer: 'shop' });
     await fake.until('first ack', () => acks().length === 1);
-    fake.deliver({ message_id: b, capability: 'pay', idempotency_key: 'order-7', producer: 'shop' });
+    const sb = fake.deliver({ message_id: b, capability: 'pay', idempotency_key: 'order-7', producer: 'shop' });
     await fake.until('second ack', () => acks().length === 2);
     expect(runs).toBe(1);
     expect(results()).toEqual([
-      { type: 'result', message_id: a, status: 'ok', payload: { charged: 1 } },
-      { type: 'result', message_id: b, status: 'ok', payload: { charged: 1 } },
+      { type: 'result', message_id: a, seq: sa, status: 'ok', payload: { charged: 1 } },
+      { type: 'result', message_id: b, seq: sb, status: 'ok', payload: { charged: 1 } },
     ]);
   });
 

@@ -184,7 +184,7 @@ def reject(d: Deliver, code: int, reason: str, retryable: bool) -> AgentFrame:
 
 def result(d: Deliver, encoded_payload: dict[str, Any], headers: dict[str, str], status: str = "ok") -> AgentFrame:
     """``encoded_payload`` is ``{"payload": ...}`` or ``{"payload_b64": ..., "content_type": ...}`` (payload.encode_payload)."""
-    frame: AgentFrame = {"type": "result", "message_id": d.message.message_id, "status": status, **encoded_payload}
+    frame: AgentFrame = {"type": "result", "message_id": d.message.message_id, "seq": d.seq, "status": status, **encoded_payload}
     if headers:
         frame["headers"] = headers
     return _with_trace(frame, d.traceparent)
