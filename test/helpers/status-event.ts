@@ -5,11 +5,9 @@ import type { StatusEvent } from '@reach/envelope';
 import { uniq } from './env.js';
 import { statusEventOf } from './envelope.js';
 
-export type StageState = 'PENDING' | 'ROUTED' | 'DELIVERING' | 'DELIVERED';
-
 export interface StatusEventOptions {
   messageId?: string;
-  state: StageState;
+  state: StatusEvent['state'];
   createdAt: number;
   code?: number;
   agentId?: string;

@@ -11,18 +11,16 @@ import { committedOffsets, endOffsets, type Admin, type Kafka, type PartitionOff
  * declared DEAD only when its deadline is no later than that time.
  */
 
-type Offsets = PartitionOffsets;
-
 export interface Snapshot {
   readonly at: number;
-  readonly ends: Offsets;
+  readonly ends: PartitionOffsets;
 }
 
 /**
  * True when the group's committed offsets reach the snapshot's end offsets everywhere: an
  * empty partition (end 0) needs nothing; a partition with records needs a commit at its end.
  */
-export function covers(committed: Offsets, ends: Offsets): boolean {
+export function covers(committed: PartitionOffsets, ends: PartitionOffsets): boolean {
   for (const [tp, end] of ends) {
     if (end === 0n) continue;
     const c = committed.get(tp);
@@ -32,7 +30,7 @@ export function covers(committed: Offsets, ends: Offsets): boolean {
 }
 
 /** The time of the latest snapshot the committed offsets cover; -Infinity when none does. */
-export function completeUntil(snapshots: readonly Snapshot[], committed: Offsets): number {
+export function completeUntil(snapshots: readonly Snapshot[], committed: PartitionOffsets): number {
   let until = Number.NEGATIVE_INFINITY;
   for (const s of snapshots) if (s.at > until && covers(committed, s.ends)) until = s.at;
   return until;
@@ -40,9 +38,9 @@ export function completeUntil(snapshots: readonly Snapshot[], committed: Offsets
 
 export interface OffsetReader {
   /** End offsets (high watermarks) of the topics. */
-  ends(): Promise<Offsets>;
+  ends(): Promise<PartitionOffsets>;
   /** The group's committed offsets on the topics (absent: none committed). */
-  committed(): Promise<Offsets>;
+  committed(): Promise<PartitionOffsets>;
 }
 
 export class ReadModelWatermark {
@@ -87,11 +85,11 @@ export class KafkaOffsetReader implements OffsetReader {
     return this.admin;
   }
 
-  async ends(): Promise<Offsets> {
+  async ends(): Promise<PartitionOffsets> {
     return endOffsets(await this.client(), this.topics);
   }
 
-  async committed(): Promise<Offsets> {
+  async committed(): Promise<PartitionOffsets> {
     return committedOffsets(await this.client(), this.groupId, this.topics);
   }
 
