@@ -6,7 +6,7 @@ import { recordingLogger } from '../../helpers/recording-logger.js';
 
 // PostgreSQL and Redis with passwords and TLS, reached through their URLs only (docs/transport-
 // security.md), with the same store clients the services use. Private servers on spare ports
-// (45432, 45379/45380): the machine's own run without passwords.
+// (12432, 12379/12380, below the kernel's ephemeral ports): the machine's own run without passwords.
 const PG_PASSWORD = 'pg-Pa55word-for-tests';
 const REDIS_PASSWORD = 'redis-Pa55word-for-tests';
 
@@ -16,8 +16,8 @@ let redis: PrivateRedis;
 
 beforeAll(async () => {
   pki = makePki();
-  pg = startPrivatePostgres(pki, { port: 45432, user: 'reach', password: PG_PASSWORD });
-  redis = await startPrivateRedis(pki, { port: 45379, tlsPort: 45380, password: REDIS_PASSWORD });
+  pg = startPrivatePostgres(pki, { port: 12432, user: 'reach', password: PG_PASSWORD });
+  redis = await startPrivateRedis(pki, { port: 12379, tlsPort: 12380, password: REDIS_PASSWORD });
 }, 60_000);
 
 afterAll(async () => {

@@ -15,10 +15,10 @@ import { makePki, type Pki } from '../../helpers/pki.js';
 // through the REACH_KAFKA_* options produce and consume through it, wrong credentials and an
 // untrusted certificate are refused, and a real process of the stack (the development schema
 // registry, which keeps its state in Kafka) runs over SCRAM-SHA-512 + TLS.
-const PORT = 45093; // SASL_SSL
-const CONTROLLER_PORT = 45094;
-const INTERNAL_PORT = 45095; // plaintext, inter-broker only
-const REGISTRY_PORT = 45081;
+const PORT = 12093; // SASL_SSL
+const CONTROLLER_PORT = 12094;
+const INTERNAL_PORT = 12095; // plaintext, inter-broker only
+const REGISTRY_PORT = 12081;
 const USERS = {
   'scram-sha-256': { username: 'reach256', password: `s256-${randomBytes(6).toString('hex')}` },
   'scram-sha-512': { username: 'reach512', password: `s512-${randomBytes(6).toString('hex')}` },

@@ -11,14 +11,14 @@ import { startPrivatePostgres, startPrivateRedis, type PrivatePostgres, type Pri
 import { eventually } from '../../helpers/wait.js';
 import { startSecondStack, type SecondStack } from './second-stack.js';
 
-// A production-shaped second stack (port base 45000): every service serves HTTPS only (the
+// A production-shaped second stack (port base 22000, below the kernel's ephemeral ports 32768–60999, which an outgoing connection can hold): every service serves HTTPS only (the
 // dispatcher WSS) with a certificate of the test's openssl CA, the admin token needs a client
 // certificate of that CA (REACH_TLS_CLIENT_CA), PostgreSQL is a private server with a password
 // user reached over verified TLS, Redis a private server with requirepass over rediss://, and
 // the token keys come from REACH_TOKEN_SECRETS_FILE. Then the signing key is rotated in three
 // steps while agents exchange traffic: no agent's WebSocket drops, no submit is refused, every
 // message is delivered, and a token of the retired key is refused afterwards.
-const PORT_BASE = 45000;
+const PORT_BASE = 22000;
 const SERVICES = { ingress: 410, registry: 411, dispatcher: 412, 'dead-letter': 414, router: 415, tracker: 413, 'retry-scheduler': 416 } as const;
 const TOKEN_VERIFIERS = ['registry', 'ingress', 'dispatcher', 'router', 'dead-letter'] as const;
 const secret = () => randomBytes(24).toString('base64url');
@@ -37,8 +37,8 @@ let keep = false;
 
 beforeAll(async () => {
   pki = makePki();
-  pg = startPrivatePostgres(pki, { port: 45532, user: 'reach_stack', password: `pg-${secret()}` });
-  redis = await startPrivateRedis(pki, { port: 45479, tlsPort: 45480, password: `redis-${secret()}` });
+  pg = startPrivatePostgres(pki, { port: 22532, user: 'reach_stack', password: `pg-${secret()}` });
+  redis = await startPrivateRedis(pki, { port: 22479, tlsPort: 22480, password: `redis-${secret()}` });
   keysFile = join(pki.dir, 'token-keys');
   writeFileSync(keysFile, `${K1}\n`);
   s = await startSecondStack({
