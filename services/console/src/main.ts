@@ -4,19 +4,20 @@ import { loadRate } from '@reach/agents';
 import type { AgentRecord } from '@reach/envelope';
 import { startTableView, TOPICS, valueSubject } from '@reach/kafka';
 import { ReachError } from '@reach/core';
+import type { FetchFn } from '@reach/sdk';
 import { PeriodicJob, runService, type Reply, type ServiceContext } from '@reach/service-kit';
 import { checkServices, type ServiceHealth } from './health.js';
 import { PipelineSampler } from './pipeline.js';
 import { registerProxy } from './proxy.js';
 import { QosHistory } from './qos-history.js';
 import { registerStatic } from './static.js';
-import { resolveUpstreams, UPSTREAM_PORT_OPTIONS } from './upstreams.js';
+import { resolveUpstreams, upstreamFetch, UPSTREAM_PORT_OPTIONS } from './upstreams.js';
 
 // console: the operators' web page (SPEC R-F4; DESIGN §3 port 7420). A client of the stack
 // like the CLI: it serves the page, forwards the page's calls to the services' public HTTP APIs,
 // and reads two things itself — consumer offsets (queue depth per stage) with a Kafka admin
 // client, and the registry's change feed for the QoS trend. It keeps no token of its own.
-const OPTIONS = ['consoleUpstreams', ...Object.values(UPSTREAM_PORT_OPTIONS)] as const;
+const OPTIONS = ['consoleUpstreams', 'tlsClientCert', 'tlsClientKey', ...Object.values(UPSTREAM_PORT_OPTIONS)] as const;
 type Key = (typeof OPTIONS)[number];
 
 /** How often offsets and service readiness are read while the page is open; it polls at this pace. */
@@ -35,7 +36,8 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   const upstreams = resolveUpstreams(ctx.config);
   ctx.log.info({ upstreams }, 'console upstreams');
   registerStatic(ctx.http, WEB_DIR);
-  registerProxy(ctx.http, upstreams);
+  const fetchUpstream = upstreamFetch(ctx.config);
+  registerProxy(ctx.http, upstreams, fetchUpstream);
 
   const lag = ctx.metrics.gauge(
     'consumer_lag_messages',
@@ -51,7 +53,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     const now = Date.now();
     if (now - lastDemand > DEMAND_WINDOW_MS && now - lastSample < IDLE_SAMPLE_MS) return;
     lastSample = now;
-    const [health] = await Promise.all([checkServices(upstreams), pipeline.sample()]);
+    const [health] = await Promise.all([checkServices(upstreams, fetchUpstream), pipeline.sample()]);
     services = health;
     sampledAt = new Date().toISOString();
   };
@@ -85,7 +87,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   // The QoS trend names agents, so it shows exactly the agents the caller's own token may list
   // (issue #13): the registry decides, asked with the caller's Authorization, as the page would.
   ctx.http.route('GET', '/api/qos-history', async (req) => {
-    const visible = await visibleAgentIds(upstreams.registry, req.headers.authorization);
+    const visible = await visibleAgentIds(upstreams.registry, req.headers.authorization, fetchUpstream);
     if ('status' in visible) return visible;
     const since = Number(req.query.get('since') ?? 0);
     const delta = qos.since(Number.isFinite(since) && since > 0 ? since : 0);
@@ -95,12 +97,12 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
 }
 
 /** The agent ids the registry lists for this Authorization, or its refusal as the answer. */
-async function visibleAgentIds(registry: string, authorization: string | string[] | undefined): Promise<Set<string> | Reply> {
+async function visibleAgentIds(registry: string, authorization: string | string[] | undefined, fetchUpstream: FetchFn): Promise<Set<string> | Reply> {
   const headers: Record<string, string> = { accept: 'application/json' };
   if (typeof authorization === 'string') headers.authorization = authorization;
   let res: Response;
   try {
-    res = await fetch(`${registry}/v1/agents`, { headers, signal: AbortSignal.timeout(10_000) });
+    res = await fetchUpstream(`${registry}/v1/agents`, { headers, signal: AbortSignal.timeout(10_000) });
   } catch (err) {
     throw new ReachError('DEPENDENCY_UNAVAILABLE', `registry did not answer at ${registry}: ${(err as Error).message}`, { cause: err });
   }

@@ -1,4 +1,5 @@
 import { ReachError } from '@reach/core';
+import type { FetchFn } from '@reach/sdk';
 import type { HttpServer, Reply, Request } from '@reach/service-kit';
 import type { UpstreamName } from './upstreams.js';
 
@@ -29,7 +30,7 @@ export const PROXY_ROUTES: readonly ProxyRoute[] = [
 
 const TIMEOUT_MS = 10_000;
 
-async function forward(req: Request, base: string, prefix: string, upstream: UpstreamName): Promise<Reply> {
+async function forward(req: Request, base: string, prefix: string, upstream: UpstreamName, fetchUpstream: FetchFn): Promise<Reply> {
   const query = req.query.toString();
   const target = `${base}${req.path.slice(prefix.length)}${query ? `?${query}` : ''}`;
   const headers: Record<string, string> = { accept: 'application/json' };
@@ -45,7 +46,7 @@ async function forward(req: Request, base: string, prefix: string, upstream: Ups
   }
   let res: Response;
   try {
-    res = await fetch(target, { method: req.method, headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.timeout(TIMEOUT_MS) });
+    res = await fetchUpstream(target, { method: req.method, headers, ...(body !== undefined ? { body } : {}), signal: AbortSignal.timeout(TIMEOUT_MS) });
   } catch (err) {
     throw new ReachError('DEPENDENCY_UNAVAILABLE', `${upstream} did not answer at ${base}: ${(err as Error).message}`, { cause: err });
   }
@@ -56,9 +57,9 @@ async function forward(req: Request, base: string, prefix: string, upstream: Ups
   return { status: res.status, body: text, text: true, headers: out };
 }
 
-export function registerProxy(http: HttpServer, upstreams: Readonly<Record<UpstreamName, string>>): void {
+export function registerProxy(http: HttpServer, upstreams: Readonly<Record<UpstreamName, string>>, fetchUpstream: FetchFn): void {
   for (const route of PROXY_ROUTES) {
     const prefix = `/api/${route.upstream}`;
-    http.route(route.method, `${prefix}${route.path}`, (req) => forward(req, upstreams[route.upstream], prefix, route.upstream));
+    http.route(route.method, `${prefix}${route.path}`, (req) => forward(req, upstreams[route.upstream], prefix, route.upstream, fetchUpstream));
   }
 }

@@ -1,3 +1,5 @@
+import { fetchFor, tlsFromFiles, type FetchFn } from '@reach/sdk';
+
 /**
  * The services the console talks to, as a client like the CLI: their public HTTP APIs (proxied
  * for the page) and their /readyz. Each base URL comes from REACH_CONSOLE_UPSTREAMS when named
@@ -23,8 +25,31 @@ export interface UpstreamConfig extends Readonly<Record<PortKey, number>> {
   readonly httpHost: string;
   /** REACH_CONSOLE_UPSTREAMS: JSON object, service name → base URL (validated by the config loader). */
   readonly consoleUpstreams: string;
-  /** REACH_TLS_CERT: the stack serves TLS, so the derived base URLs are https (the CA comes from NODE_EXTRA_CA_CERTS). */
+  /** REACH_TLS_CERT: the stack serves TLS, so the derived base URLs are https. */
   readonly tlsCert?: string;
+}
+
+export interface UpstreamTlsConfig {
+  /** REACH_CA_FILE: the CA the services' certificates are checked against (unset: the system store and NODE_EXTRA_CA_CERTS). */
+  readonly caFile: string;
+  /** REACH_TLS_CLIENT_CERT / _KEY: the console's client certificate, for a stack with mutual TLS (REACH_TLS_CLIENT_CA). */
+  readonly tlsClientCert: string;
+  readonly tlsClientKey: string;
+}
+
+/**
+ * The fetch of the console's calls to the services. Under mutual TLS the services take the
+ * admin token only over a connection with a client certificate, so the console presents its
+ * own. That lends no one admin rights: the console's port applies the same rule (the same
+ * REACH_TLS_CLIENT_CA), so a request reaches the proxy with the admin token only if its
+ * caller presented a certificate of that CA to the console first.
+ */
+export function upstreamFetch(cfg: UpstreamTlsConfig): FetchFn {
+  const tls = tlsFromFiles(
+    { caFile: cfg.caFile, certFile: cfg.tlsClientCert, keyFile: cfg.tlsClientKey },
+    { ca: 'REACH_CA_FILE', cert: 'REACH_TLS_CLIENT_CERT', key: 'REACH_TLS_CLIENT_KEY' },
+  );
+  return fetchFor(tls);
 }
 
 export function resolveUpstreams(cfg: UpstreamConfig): Record<UpstreamName, string> {

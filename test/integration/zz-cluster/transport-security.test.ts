@@ -108,6 +108,19 @@ describe('mutual TLS for the admin token (REACH_TLS_CLIENT_CA)', () => {
     expect((await fetchFor(impostor)(`${https('ingress')}/v1/quotas/nobody`, { method: 'PUT', headers: admin(), body: '{}' })).status).toBe(401);
   });
 
+  it('the console forwards an admin call with its own client certificate, and only for a caller who presented one', async () => {
+    const consoleUrl = `https://127.0.0.1:${PORT_BASE + 420}`;
+    for (const path of ['/api/dead-letter/v1/dlq?limit=1', '/api/registry/v1/audit?limit=1', '/api/registry/v1/agents', '/api/qos-history']) {
+      const res = await fetchFor(operator())(`${consoleUrl}${path}`, { headers: admin() });
+      expect(res.status, `${path}: ${await res.clone().text()}`).toBe(200);
+      const bare = await fetchFor(trusted())(`${consoleUrl}${path}`, { headers: admin() });
+      expect(bare.status, path).toBe(401);
+      expect(await bare.json()).toMatchObject({ error: { code: 1003, details: { reason: 'client_certificate_required' } } });
+    }
+    const overview = (await (await fetchFor(trusted())(`${consoleUrl}/api/overview`, {})).json()) as { services: Array<{ state: string }> };
+    expect(overview.services.map((x) => x.state)).toEqual(overview.services.map(() => 'ready'));
+  });
+
   it('agents need no certificate: they register, connect over WSS and get deliveries with their token', async () => {
     const capability = uniqueName('tls_echo').replace(/-/g, '_');
     // No admin token and no client certificate: registration is open (no REACH_ENROLLMENT_TOKEN).
