@@ -11,6 +11,8 @@ export interface Injected {
   readonly detail: string;
   /** The fault does not apply to this stack (e.g. a partition leader with one broker). */
   readonly skipped?: true;
+  /** A killed service: its name and the pid it was restarted under. */
+  readonly restarted?: { readonly service: string; readonly pid: number };
 }
 
 export interface FaultTargets {
@@ -25,8 +27,8 @@ const STALL_MS = 8_000;
 
 async function killService(name: string): Promise<Injected> {
   const { pid, at } = await killStackProcess(name);
-  await waitRestarted(name, pid);
-  return { at, healedAt: Date.now(), detail: `kill -9 ${name} (pid ${pid}); the supervisor restarted it` };
+  const newPid = await waitRestarted(name, pid);
+  return { at, healedAt: Date.now(), detail: `kill -9 ${name} (pid ${pid}); the supervisor restarted it`, restarted: { service: name, pid: newPid } };
 }
 
 /**

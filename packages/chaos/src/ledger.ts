@@ -70,6 +70,11 @@ export class Ledger {
     return last;
   }
 
+  /** The ids of the messages accepted with a send time in [from, to). */
+  sentBetween(from: number, to: number): string[] {
+    return [...this.accepted].filter(([, a]) => a.sentAt >= from && a.sentAt < to).map(([id]) => id);
+  }
+
   /** Send → first delivery of the messages submitted in [from, to): the worst wait a fault caused. */
   maxWait(from: number, to: number, now: number): number {
     let worst = 0;

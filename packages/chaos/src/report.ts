@@ -17,8 +17,15 @@ export function chaosReport(r: ChaosReport): string {
   const v = r.verdict;
   const o = r.options;
   const faults = table(
-    ['t (s)', 'fault', 'lasted', 'flowing again after', 'max send → agent wait'],
-    r.faults.map((f) => [f.atS.toFixed(0), f.fault, ms(f.healedAfterMs), ms(f.recoveredAfterMs), ms(f.maxWaitMs)]),
+    ['t (s)', 'fault', 'lasted', 'first record handled after', 'flowing again after', 'max send → agent wait'],
+    r.faults.map((f) => [
+      f.atS.toFixed(0),
+      f.fault,
+      ms(f.healedAfterMs),
+      f.firstHandledAfterMs === undefined ? '—' : f.firstHandledAfterMs === null ? 'no event' : ms(f.firstHandledAfterMs),
+      ms(f.recoveredAfterMs),
+      ms(f.maxWaitMs),
+    ]),
   );
   const counts = table(
     ['count', 'value', 'must be'],

@@ -8,7 +8,7 @@ import type { ChaosOptions, FaultName } from './options.js';
 import { RawAgents } from './raw-agents.js';
 import { SdkAgents } from './sdk-agents.js';
 import { sleep } from './stack-control.js';
-import { statuses, verify, type Verdict } from './verify.js';
+import { firstHandledBy, statuses, verify, type Verdict } from './verify.js';
 
 export interface FaultResult {
   fault: FaultName;
@@ -22,6 +22,12 @@ export interface FaultResult {
    * stalled stage flowing again (null: not within the run).
    */
   recoveredAfterMs: number | null;
+  /**
+   * Kill → the restarted process handled its first record (its first status event): the stage
+   * flowing again, its backlog not included (what takeover time measures). Null: no such event (a service
+   * that writes none, or not within the run); undefined for faults that are no service kill.
+   */
+  firstHandledAfterMs?: number | null;
   /** The longest send → first delivery among messages submitted in its window. */
   maxWaitMs: number;
 }
@@ -39,6 +45,8 @@ export interface ChaosReport {
 const TERMINAL = new Set(['DELIVERED', 'REJECTED', 'DEAD']);
 /** The messages whose arrival says a stage flows again: those submitted this long after a fault. */
 const RECOVERY_SPAN_MS = 1_000;
+/** The restarted stage's first record may be one sent before the kill (queued behind it). */
+const FIRST_HANDLED_LOOKBACK_MS = 30_000;
 
 /**
  * One chaos run against the running local stack: SDK agents (in killable processes) and raw
@@ -94,18 +102,24 @@ export async function runChaos(o: ChaosOptions, progress: (line: string) => void
     }
     const verdict = await verify(db, ledger);
     const now = Date.now();
-    const faults = injected.map(({ fault, inj }, i) => {
-      const next = injected[i + 1]?.inj.at ?? loadEnded;
-      const flowing = ledger.flowingAgainAt(inj.at, RECOVERY_SPAN_MS);
-      return {
-        fault,
-        detail: inj.detail,
-        atS: (inj.at - started) / 1000,
-        healedAfterMs: inj.healedAt - inj.at,
-        recoveredAfterMs: flowing === undefined ? null : flowing - inj.at,
-        maxWaitMs: ledger.maxWait(inj.at, next, now),
-      };
-    });
+    const faults = await Promise.all(
+      injected.map(async ({ fault, inj }, i) => {
+        const next = injected[i + 1]?.inj.at ?? loadEnded;
+        const flowing = ledger.flowingAgainAt(inj.at, RECOVERY_SPAN_MS);
+        const first = inj.restarted
+          ? await firstHandledBy(db, ledger.sentBetween(inj.at - FIRST_HANDLED_LOOKBACK_MS, next), inj.restarted.service, inj.restarted.pid, inj.at)
+          : undefined;
+        return {
+          fault,
+          detail: inj.detail,
+          atS: (inj.at - started) / 1000,
+          healedAfterMs: inj.healedAt - inj.at,
+          recoveredAfterMs: flowing === undefined ? null : flowing - inj.at,
+          ...(inj.restarted ? { firstHandledAfterMs: first === undefined ? null : first - inj.at } : {}),
+          maxWaitMs: ledger.maxWait(inj.at, next, now),
+        };
+      }),
+    );
     const ok = [verdict.lost, verdict.duplicatedKeys, verdict.notTerminal, verdict.deadThoughAcked, verdict.illegalTransitions].every((n) => n === 0);
     return { kind: 'reach-chaos', options: o, seconds: (now - started) / 1000, faults, verdict, ok };
   } finally {

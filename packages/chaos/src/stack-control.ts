@@ -63,12 +63,12 @@ export async function killStackProcess(name: string): Promise<{ pid: number; at:
   return { pid: p.pid!, at: Date.now() };
 }
 
-/** Resolves when the process `name` runs again under a new pid and is ready. */
-export async function waitRestarted(name: string, oldPid: number, maxMs = 90_000): Promise<void> {
+/** Resolves with the new pid when the process `name` runs again and is ready. */
+export async function waitRestarted(name: string, oldPid: number, maxMs = 90_000): Promise<number> {
   const until = Date.now() + maxMs;
   while (Date.now() < until) {
     const p = (await stackProcesses().catch(() => [])).find((x) => x.name === name);
-    if (p && p.pid !== oldPid && p.alive && p.ready) return;
+    if (p && p.pid !== null && p.pid !== oldPid && p.alive && p.ready) return p.pid;
     await sleep(250);
   }
   throw new Error(`${name} did not come back within ${maxMs / 1000} s`);

@@ -37,6 +37,27 @@ async function inChunks<T>(ids: readonly string[], fn: (chunk: string[]) => Prom
   return out;
 }
 
+/**
+ * When a restarted stage handled its first record: the earliest status event the new process
+ * (its instance id ends in its pid) wrote for one of `ids` after the kill at `after`. Only the
+ * pipeline stages write status events (ingress PENDING, router ROUTED, dispatcher DELIVERING and
+ * the outcomes), so for the others there is no such event; undefined then, or if none came.
+ */
+export async function firstHandledBy(db: pg.Pool, ids: readonly string[], service: string, pid: number, after: number): Promise<number | undefined> {
+  const firsts = await inChunks(
+    ids,
+    async (chunk) =>
+      (
+        await db.query<{ at: Date | null }>(
+          'SELECT min(at) AS at FROM message_events WHERE message_id = ANY($1) AND service = $2 AND instance LIKE $3 AND at > $4',
+          [chunk, service, `%-${pid}`, new Date(after)],
+        )
+      ).rows,
+  );
+  const times = firsts.flatMap((r) => (r.at ? [r.at.getTime()] : []));
+  return times.length > 0 ? Math.min(...times) : undefined;
+}
+
 /** Statuses of the accepted messages now (for the drain wait and the verdict). */
 export async function statuses(db: pg.Pool, ids: readonly string[]): Promise<Map<string, string>> {
   const rows = await inChunks(

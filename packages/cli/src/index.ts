@@ -2,7 +2,7 @@
 export { Supervisor, type ProcessSpec } from './local/supervisor.js';
 export { ensurePostgres, ensureRedis } from './local/deps.js';
 export { portOpen, waitFor, httpOk } from './local/net.js';
-export { restartDelayMs } from './local/supervisor.js';
+export { crashLoop, restartDelayMs, STABLE_RUN_MS } from './local/supervisor.js';
 export {
   applyProperties,
   brokerConfig,

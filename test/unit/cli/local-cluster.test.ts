@@ -12,7 +12,9 @@ import {
   kafkaNodes,
   parseUpArgs,
   paths,
+  crashLoop,
   restartDelayMs,
+  STABLE_RUN_MS,
   serviceInstances,
 } from '@reach/cli';
 import { checkReplication, defaultMinInsyncReplicas, type TopicReplication } from '@reach/kafka';
@@ -128,6 +130,17 @@ describe('supervisor restarts', () => {
     expect(restartDelayMs(true, 0)).toBe(100);
     expect([1, 2, 3, 4, 5, 6, 7].map((n) => restartDelayMs(true, n))).toEqual([1000, 2000, 4000, 8000, 16000, 30000, 30000]);
     expect(restartDelayMs(false, 5)).toBe(200);
+  });
+
+  it('counts only a crash loop: a process that ran STABLE_RUN_MS before dying comes back at once', () => {
+    const now = 1_000_000;
+    const earlier = [now - 60_000, now - 20_000];
+    expect(crashLoop(earlier, now, 5_000)).toEqual(earlier);
+    expect(restartDelayMs(true, crashLoop(earlier, now, 5_000).length)).toBe(2000);
+    expect(crashLoop(earlier, now, STABLE_RUN_MS)).toEqual([]);
+    expect(restartDelayMs(true, crashLoop(earlier, now, STABLE_RUN_MS).length)).toBe(100);
+    // crashes older than five minutes are forgotten even in a loop
+    expect(crashLoop([now - 6 * 60_000, now - 1_000], now, 1_000)).toEqual([now - 1_000]);
   });
 });
 

@@ -8,9 +8,11 @@ import { join } from 'node:path';
  * restart" services rely on: a service exits on a fatal error instead of limping on), and
  * stopped in reverse order with SIGTERM, then SIGKILL after its grace period.
  *
- * Restarts: the first crash within five minutes comes back at once (100 ms), so a killed
- * instance serves again within its own start time; further crashes back off 1 s, 2 s, 4 s … up
- * to 30 s, and the 10th crash in five minutes gives up (a crash loop is a bug to read in the log).
+ * Restarts: a crash comes back at once (100 ms), so a killed instance serves again within its
+ * own start time. Only a crash loop backs off: crashes of runs shorter than STABLE_RUN_MS, each
+ * within five minutes of the last, wait 1 s, 2 s, 4 s … up to 30 s, and the 10th gives up (a
+ * crash loop is a bug to read in the log). A process that had run for STABLE_RUN_MS before it
+ * died starts the count afresh: a service killed now and then must not come back later each time.
  */
 export interface ProcessSpec {
   name: string;
@@ -34,13 +36,24 @@ interface Running {
   child: ChildProcess;
   log: WriteStream;
   exited: Promise<number | null>;
-  /** Times of the crashes of the last five minutes (restart backoff). */
+  /** Times of the crashes of the current crash loop (restart backoff). */
   restarts: number[];
+  startedAt: number;
   /** How many times this process was restarted since the supervisor started it. */
   generation: number;
 }
 
-/** Delay before restarting a process that exited: `recentCrashes` crashes in the last five minutes before this one. */
+/** A run this long before its crash was no crash loop: the backoff starts again. */
+export const STABLE_RUN_MS = 30_000;
+const CRASH_LOOP_WINDOW_MS = 5 * 60_000;
+
+/** The earlier crashes (times) that count towards the backoff of a crash at `now` after a run of `ranMs`. */
+export function crashLoop(previous: readonly number[], now: number, ranMs: number): number[] {
+  if (ranMs >= STABLE_RUN_MS) return [];
+  return previous.filter((t) => now - t < CRASH_LOOP_WINDOW_MS);
+}
+
+/** Delay before restarting a process that exited: `recentCrashes` earlier crashes of its crash loop (crashLoop). */
 export function restartDelayMs(crashed: boolean, recentCrashes: number): number {
   if (!crashed) return 200;
   return recentCrashes === 0 ? 100 : Math.min(30_000, 1000 * 2 ** (recentCrashes - 1));
@@ -84,7 +97,7 @@ export class Supervisor {
       });
       child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : null)));
     });
-    const running: Running = { spec, child, log, exited, restarts, generation };
+    const running: Running = { spec, child, log, exited, restarts, generation, startedAt: Date.now() };
     void exited.then((code) => this.onExit(running, code));
     return running;
   }
@@ -94,9 +107,11 @@ export class Supervisor {
     const now = Date.now();
     // Only crashes count towards the limit: a clean exit (`reach restart`) comes back at once.
     const crashed = code !== 0;
-    const recent = r.restarts.filter((t) => now - t < 5 * 60_000);
+    const recent = crashLoop(r.restarts, now, now - r.startedAt);
     if (crashed && recent.length >= 10) {
-      this.onEvent(`${r.spec.name} crashed (${code}) 10 times in 5 minutes; not restarting it. See ${this.logFile(r.spec.name)}`);
+      this.onEvent(
+        `${r.spec.name} crashed (${code}) 10 times in a row, each within ${STABLE_RUN_MS / 1000} s of its start; not restarting it. See ${this.logFile(r.spec.name)}`,
+      );
       return;
     }
     const delay = restartDelayMs(crashed, recent.length);
