@@ -14,9 +14,11 @@ type Key = (typeof OPTIONS)[number];
 /** The monthly partitions are checked again daily, so a long-running tracker never runs past them. */
 const PARTITION_CHECK_MS = 24 * 3600 * 1000;
 
-// Partitions are written in parallel. One message's events may sit on two partitions (each
-// stage packs its own), so two writes can touch one row: each locks its rows in message-id
-// order (no deadlock), and the forward-only upsert makes the outcome independent of the order.
+// Partitions are consumed concurrently and their batches written together (group-commit.ts):
+// one message's events sit on several partitions (each stage packs its own), and folded in one
+// write they update its row once. Two tracker instances may still write one row at once: each
+// write locks its rows in message-id order (no deadlock), and the forward-only upsert makes the
+// outcome independent of the order.
 const PARALLEL_PARTITIONS = 3;
 /**
  * The broker gathers status events for up to 100 ms (or 1 MiB) before answering the tracker's

@@ -3,6 +3,7 @@ import type { SchemaCodec, StatusBatch, StatusEvent } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import { deadLetterRecord } from '@reach/service-kit';
 import { foldBatch, idsWithoutCreatedAt, unusable } from './fold.js';
+import { GroupCommit } from './group-commit.js';
 import type { TrackerMetrics } from './metrics.js';
 import { isDataError, type ReadModelWriter } from './writer.js';
 
@@ -12,6 +13,8 @@ const BATCH_SUBJECT = valueSubject(TOPICS.statusBatches.name);
 interface Item {
   readonly record: InRecord;
   readonly event: StatusEvent;
+  /** The DLQ entries of the batch it came from (a refused event goes there). */
+  readonly out: OutRecord[];
 }
 
 /**
@@ -19,9 +22,12 @@ interface Item {
  * events of reach.status.v1 — decode, fold, one write; returns DLQ entries for records that can
  * never be stored (a record that cannot be decoded goes whole; an unusable event of a batch
  * goes as a single event). The batch stage commits the offsets only after this
- * returns, i.e. after PostgreSQL has committed the rows.
+ * returns, i.e. after PostgreSQL has committed the rows. The batches of the partitions consumed
+ * at once are written together (group-commit.ts).
  */
 export class StatusFolder {
+  private readonly commits = new GroupCommit<Item>((items) => this.write(items));
+
   constructor(
     private readonly codec: SchemaCodec,
     private readonly writer: ReadModelWriter,
@@ -42,7 +48,7 @@ export class StatusFolder {
         for (const event of events) {
           const why = unusable(event);
           if (why) out.push(this.poison(record, new NonRetryableError('INVALID_ENVELOPE', `status event cannot be stored: ${why}`), event));
-          else items.push({ record, event });
+          else items.push({ record, event, out });
         }
       } catch (err) {
         const error = toReachError(err);
@@ -51,7 +57,7 @@ export class StatusFolder {
         out.push(this.poison(record, error));
       }
     }
-    await this.write(items, out);
+    if (items.length > 0) await this.commits.add(items);
     return out;
   }
 
@@ -60,7 +66,7 @@ export class StatusFolder {
    * cannot store), the batch is halved until the offending record is alone; it goes to the DLQ
    * and everything else is written: one bad event never blocks the partition.
    */
-  private async write(items: readonly Item[], out: OutRecord[]): Promise<void> {
+  private async write(items: readonly Item[]): Promise<void> {
     if (items.length === 0) return;
     const events = items.map((i) => i.event);
     const started = performance.now();
@@ -76,14 +82,14 @@ export class StatusFolder {
       if (items.length === 1) {
         const item = items[0]!;
         this.log.error({ err, message_id: item.event.message_id, trace_id: item.event.trace_id }, 'status event refused by PostgreSQL; sent to the DLQ');
-        out.push(
+        item.out.push(
           this.poison(item.record, new NonRetryableError('INVALID_ENVELOPE', `status event refused by PostgreSQL: ${(err as Error).message}`), item.event),
         );
         return;
       }
       const half = Math.ceil(items.length / 2);
-      await this.write(items.slice(0, half), out);
-      await this.write(items.slice(half), out);
+      await this.write(items.slice(0, half));
+      await this.write(items.slice(half));
     }
   }
 

@@ -1,0 +1,57 @@
+/**
+ * Group commit: callers add their items and wait; one write runs at a time, and everything added
+ * while it runs goes out together in the next. Each caller's promise settles with the write that
+ * took its items (resolved once they are stored, rejected with that write's error).
+ *
+ * Why the tracker writes this way: a message's four status events travel in packs of different
+ * stages, so they sit on different partitions of reach.status-batches.v1, and a write per
+ * partition batch stored each message's row up to four times (a non-HOT update touching every
+ * index of `messages` each time). Written together, the events of one message fold into one
+ * upsert far more often, and PostgreSQL commits one transaction instead of one per partition.
+ */
+export class GroupCommit<T> {
+  private pending: { items: T[]; waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> } | undefined;
+  private writing = false;
+  private scheduled = false;
+
+  constructor(private readonly write: (items: T[]) => Promise<void>) {}
+
+  add(items: readonly T[]): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.pending ??= { items: [], waiters: [] };
+      this.pending.items.push(...items);
+      this.pending.waiters.push({ resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /**
+   * The first write waits for the current macrotask to end: the partition batches of one fetch
+   * are handed over in the same tick (after their decode's microtasks), so they share it.
+   */
+  private schedule(): void {
+    if (this.writing || this.scheduled || !this.pending) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.flush();
+    });
+  }
+
+  private flush(): void {
+    const group = this.pending;
+    if (this.writing || !group) return;
+    this.pending = undefined;
+    this.writing = true;
+    this.write(group.items).then(
+      () => this.settle(() => group.waiters.forEach((w) => w.resolve())),
+      (err: unknown) => this.settle(() => group.waiters.forEach((w) => w.reject(err))),
+    );
+  }
+
+  private settle(notify: () => void): void {
+    this.writing = false;
+    notify();
+    this.schedule();
+  }
+}
