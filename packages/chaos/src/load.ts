@@ -13,7 +13,16 @@ const RETRY_FOR_MS = 30_000;
 const RETRY_EVERY_MS = 250;
 const MAX_IN_FLIGHT = 256;
 
-export class Load {
+/** What a chaos run's load does, whichever way it submits (HTTP here, Kafka in kafka-load.ts). */
+export interface SteadyLoad {
+  /** What it needs before the first submission (a producer, its registration). */
+  open(rate: number): Promise<void>;
+  start(rate: number): void;
+  /** Stops submitting; resolves when every submission in flight is accepted or given up. */
+  stop(): Promise<void>;
+}
+
+export class Load implements SteadyLoad {
   private timer: NodeJS.Timeout | undefined;
   private inFlight = 0;
   private sent = 0;
@@ -26,6 +35,10 @@ export class Load {
     private readonly run: string,
     private readonly ledger: Ledger,
   ) {}
+
+  async open(): Promise<void> {
+    // the test client is ready as it is
+  }
 
   start(rate: number): void {
     this.started = Date.now();

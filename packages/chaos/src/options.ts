@@ -21,8 +21,14 @@ export const FAULTS = [
 export type FaultName = (typeof FAULTS)[number];
 
 export interface ChaosOptions {
-  /** Messages per second submitted over HTTP, each with its own idempotency key. */
+  /** Messages per second submitted, each with its own idempotency key. */
   rate: number;
+  /**
+   * How the load submits: `http` (POST /v1/messages, a careful client retrying what may pass) or
+   * `kafka` (reach.ingress.v1 with acks=-1, batched: cheap enough to offer 500 msg/s on a 2-core
+   * machine that also runs the stack and the agents).
+   */
+  via: 'http' | 'kafka';
   /** Seconds of steady load before the first fault and between faults (recovery window). */
   phaseS: number;
   /** How many times the fault list is run through. */
@@ -48,6 +54,7 @@ export const CI_FAULTS: readonly FaultName[] = FAULTS;
 
 export const SHORT: ChaosOptions = {
   rate: 40,
+  via: 'http',
   phaseS: 6,
   cycles: 1,
   faults: CI_FAULTS,
@@ -60,6 +67,7 @@ export const SHORT: ChaosOptions = {
 
 export const LONG: ChaosOptions = {
   rate: 500,
+  via: 'kafka',
   phaseS: 15,
   cycles: 2,
   faults: FAULTS,

@@ -43,7 +43,7 @@ export function chaosReport(r: ChaosReport): string {
     .map(([what, ids]) => `  ${what}: ${ids.join('; ')}`)
     .join('\n');
   return [
-    `reach chaos: ${o.rate} msg/s over HTTP (unique idempotency keys), ${o.agentProcesses}×${o.agentsPerProcess} SDK agents (${o.handlerMs} ms handlers) + ${o.rawAgents} raw WebSocket agents, ${o.cycles} cycle(s) of ${o.faults.length} faults, ${o.phaseS} s under load after each; ${r.seconds.toFixed(0)} s in all`,
+    `reach chaos: ${o.rate} msg/s over ${o.via === 'kafka' ? 'the Kafka ingress' : 'HTTP'} (unique idempotency keys), ${o.agentProcesses}×${o.agentsPerProcess} SDK agents (${o.handlerMs} ms handlers) + ${o.rawAgents} raw WebSocket agents, ${o.cycles} cycle(s) of ${o.faults.length} faults, ${o.phaseS} s under load after each; ${r.seconds.toFixed(0)} s in all`,
     '',
     faults,
     '',

@@ -3,7 +3,8 @@ import pg from 'pg';
 import { localStack, testClient } from '@reach/sdk/testing';
 import { inject, type Injected } from './faults.js';
 import { Ledger } from './ledger.js';
-import { Load } from './load.js';
+import { KafkaLoad } from './kafka-load.js';
+import { Load, type SteadyLoad } from './load.js';
 import type { ChaosOptions, FaultName } from './options.js';
 import { RawAgents } from './raw-agents.js';
 import { SdkAgents } from './sdk-agents.js';
@@ -63,19 +64,29 @@ export async function runChaos(o: ChaosOptions, progress: (line: string) => void
   const db = new pg.Pool({ connectionString: process.env.REACH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/reach', max: 2 });
   db.on('error', () => undefined); // PostgreSQL is one of the things killed
   const sdk = new SdkAgents(capability, o.agentsPerProcess, o.handlerMs, ledger);
-  const raw = new RawAgents(
-    { registryUrl: stack.registryUrl, ingressUrl: stack.ingressUrl, wsUrl: stack.dispatcherUrl, adminToken: stack.adminToken },
-    capability,
-    ledger,
-  );
-  const load = new Load(testClient(), capability, run, ledger);
+  const endpoints = { registryUrl: stack.registryUrl, ingressUrl: stack.ingressUrl, wsUrl: stack.dispatcherUrl, adminToken: stack.adminToken };
+  const raw = new RawAgents(endpoints, capability, ledger);
+  const load: SteadyLoad =
+    o.via === 'kafka'
+      ? new KafkaLoad(
+          {
+            ...endpoints,
+            brokers: (process.env.REACH_KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
+            schemaRegistryUrl: process.env.REACH_SCHEMA_REGISTRY_URL ?? 'http://127.0.0.1:8081',
+          },
+          capability,
+          run,
+          ledger,
+        )
+      : new Load(testClient(), capability, run, ledger);
   const injected: Array<{ fault: FaultName; inj: Injected }> = [];
   const started = Date.now();
   try {
-    progress(`chaos ${run}: ${o.agentProcesses}×${o.agentsPerProcess} SDK agents, ${o.rawAgents} raw agents, ${o.rate} msg/s`);
+    progress(`chaos ${run}: ${o.agentProcesses}×${o.agentsPerProcess} SDK agents, ${o.rawAgents} raw agents, ${o.rate} msg/s over ${o.via}`);
     await sdk.start(o.agentProcesses);
     await raw.start(o.rawAgents, run);
     await sleep(1_000); // the router's views see the raw agents
+    await load.open(o.rate);
     load.start(o.rate);
     await sleep(o.phaseS * 1000);
     for (let cycle = 1; cycle <= o.cycles; cycle++) {

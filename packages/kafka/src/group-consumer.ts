@@ -1,5 +1,6 @@
 import type { Consumer, Kafka, RetryOptions } from 'kafkajs';
 import type { Logger } from '@reach/core';
+import { leaveGroupMembers } from './leave-group.js';
 import { memberLedgerOf } from './member-ledger.js';
 
 /**
@@ -58,6 +59,25 @@ export interface FetchWait {
   minBytes?: number;
 }
 
+/**
+ * When kafkajs restarts a crashed consumer (e.g. its coordinator gone with a broker restart), it
+ * rejoins under a new member id, and the coordinator holds the rebalance for the old one, which
+ * kafkajs could not leave while the broker was away: up to the rebalance timeout with nothing
+ * consumed. This leaves for the old member id as soon as the consumer crashed.
+ */
+export function leaveForCrashedMember(consumer: Consumer, kafka: Kafka, groupId: string, log: Logger): void {
+  let memberId: string | undefined;
+  consumer.on(consumer.events.GROUP_JOIN, (event) => (memberId = event.payload.memberId));
+  consumer.on(consumer.events.CRASH, (event) => {
+    const old = memberId;
+    memberId = undefined;
+    if (!(event.payload as { restart: boolean }).restart || old === undefined) return;
+    leaveGroupMembers(kafka, [{ groupId, memberId: old }]).catch((err: unknown) =>
+      log.debug({ err }, 'could not leave for the crashed member; the coordinator waits for it instead'),
+    );
+  });
+}
+
 export function createStageConsumer(
   kafka: Kafka,
   groupId: string,
@@ -89,6 +109,7 @@ export function createStageConsumer(
       }
     });
   }
+  leaveForCrashedMember(consumer, kafka, groupId, log);
   consumer.on(consumer.events.CRASH, (event) => {
     const { error, restart } = event.payload as { error: Error; restart: boolean };
     if (restart) {

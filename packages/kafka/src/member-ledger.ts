@@ -38,10 +38,10 @@ export function readMemberFile(file: string): GroupMember[] {
   }
 }
 
-/** Leaves the members a dead process recorded, then removes its file. Resolves to how many there were. */
-export async function leaveRecordedMembers(file: string, brokers: readonly string[], opts?: { deadlineMs?: number }): Promise<number> {
+/** Leaves the members a dead process recorded (through `kafka`'s brokers and security), then removes its file. Resolves to how many there were. */
+export async function leaveRecordedMembers(file: string, kafka: Kafka, opts?: { deadlineMs?: number }): Promise<number> {
   const members = readMemberFile(file);
-  if (members.length > 0) await leaveGroupMembers(brokers, members, opts);
+  if (members.length > 0) await leaveGroupMembers(kafka, members, opts);
   rmSync(file, { force: true });
   return members.length;
 }

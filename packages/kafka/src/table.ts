@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kafka } from 'kafkajs';
 import type { Logger } from '@reach/core';
-import { IDLE_FETCH_WAIT_MS, REBALANCE_TIMEOUT_MS } from './group-consumer.js';
+import { IDLE_FETCH_WAIT_MS, leaveForCrashedMember, REBALANCE_TIMEOUT_MS } from './group-consumer.js';
 
 /**
  * A local, in-memory view of a compacted topic (reach.agents.v1, reach.presence.v1): every
@@ -47,12 +47,14 @@ export async function startTableView<T>(opts: TableViewOptions<T>): Promise<Tabl
   let resolveReady: () => void = () => undefined;
   const readyPromise = caughtUp ? Promise.resolve() : new Promise<void>((r) => (resolveReady = r));
 
+  const groupId = `${opts.groupPrefix}-${randomBytes(6).toString('hex')}`;
   const consumer = opts.kafka.consumer({
-    groupId: `${opts.groupPrefix}-${randomBytes(6).toString('hex')}`,
+    groupId,
     maxWaitTimeInMs: IDLE_FETCH_WAIT_MS,
     sessionTimeout: 30_000,
     rebalanceTimeout: REBALANCE_TIMEOUT_MS,
   });
+  leaveForCrashedMember(consumer, opts.kafka, groupId, log);
   await consumer.connect();
   await consumer.subscribe({ topic: opts.topic, fromBeginning: true });
   await consumer.run({

@@ -8,9 +8,9 @@ type Kafka = ReturnType<typeof createKafka>;
  * killed) leave their groups now, so this run's consumers are assigned at once instead of after
  * the old sessions time out; then this run's members are recorded in the same file.
  */
-export async function takeOverMemberFile(kafka: Kafka, file: string, brokers: readonly string[], log: Logger): Promise<void> {
+export async function takeOverMemberFile(kafka: Kafka, file: string, log: Logger): Promise<void> {
   try {
-    const left = await leaveRecordedMembers(file, brokers, { deadlineMs: 3_000 });
+    const left = await leaveRecordedMembers(file, kafka, { deadlineMs: 3_000 });
     if (left > 0) log.info({ file, members: left }, 'left the consumer groups of the previous run');
   } catch (err) {
     log.warn({ err, file }, 'could not leave the previous run’s group members; their sessions time out instead');

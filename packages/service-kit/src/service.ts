@@ -266,7 +266,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
     // First in, so it runs last: spans of the stages' final records are exported too.
     cleanups.push(() => tracer.shutdown());
     const kafka = createKafka({ brokers: config.kafkaBrokers, clientId: instanceId, logger: log, security: kafkaSecurity });
-    if (config.memberFile) await takeOverMemberFile(kafka, config.memberFile, config.kafkaBrokers, log);
+    if (config.memberFile) await takeOverMemberFile(kafka, config.memberFile, log);
     const producer = await createProducer(kafka);
     cleanups.push(() => producer.disconnect());
     const codec = SchemaCodec.connect(config.schemaRegistryUrl, { maxPayloadBytes: config.maxPayloadBytes }, registryTls);

@@ -105,11 +105,11 @@ describe('consumer group recovery', () => {
     // Its session has not run out: the coordinator still holds the dead member and its partitions.
     expect(await members()).toEqual([recorded[0]!.memberId]);
 
-    expect(await leaveRecordedMembers(file, stack.brokers)).toBe(1);
+    expect(await leaveRecordedMembers(file, kafka)).toBe(1);
     expect(await members()).toEqual([]);
     expect(readMemberFile(file)).toEqual([]); // the file is gone with them
     // Leaving again (a member already gone) is no error.
-    await expect(leaveRecordedMembers(file, stack.brokers)).resolves.toBe(0);
+    await expect(leaveRecordedMembers(file, kafka)).resolves.toBe(0);
 
     const consumer = createStageConsumer(kafka, ledgerGroupId, silentLogger, () => undefined);
     const joined = new Promise<number>((resolve) =>

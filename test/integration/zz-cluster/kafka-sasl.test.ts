@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '@reach/core';
 import { defaultHome, libsDir, paths, portOpen, waitFor } from '@reach/cli';
-import { createKafka, createProducer, kafkaSecurityFromConfig, type KafkaSecurityConfig } from '@reach/kafka';
+import { createKafka, createProducer, kafkaSecurityFromConfig, leaveGroupMembers, type KafkaSecurityConfig } from '@reach/kafka';
+import { eventually } from '../../helpers/wait.js';
 import { makePki, type Pki } from '../../helpers/pki.js';
 
 // Kafka with SASL over TLS, from the same jars `reach up` runs: one KRaft node whose client
@@ -155,6 +156,34 @@ describe('Kafka over SASL_SSL through packages/kafka (REACH_KAFKA_SASL_*, REACH_
     } finally {
       await consumer.disconnect();
       await producer.disconnect();
+    }
+  });
+
+  it('a dead member is removed from its group over SCRAM-SHA-512 + TLS (LeaveGroup on takeover, as the supervisor sends it)', async () => {
+    const kafka = client(securityConfig('scram-sha-512'), 'sasl-leave');
+    const topic = `sasl-leave-${randomBytes(3).toString('hex')}`;
+    const groupId = `${topic}-group`;
+    const admin = kafka.admin();
+    await admin.connect();
+    const consumer = kafka.consumer({ groupId, sessionTimeout: 30_000, heartbeatInterval: 3_000 });
+    try {
+      await admin.createTopics({ topics: [{ topic, numPartitions: 1, replicationFactor: 1 }], waitForLeaders: true });
+      const joins: string[] = [];
+      const joined = (n: number) => eventually(`join ${n}`, () => (joins.length >= n ? joins[n - 1] : undefined), 30_000);
+      consumer.on(consumer.events.GROUP_JOIN, (e) => joins.push(e.payload.memberId));
+      await consumer.connect();
+      await consumer.subscribe({ topics: [topic] });
+      await consumer.run({ eachMessage: async () => undefined });
+      const first = await joined(1);
+      // As if its process had died: the coordinator is told it left, long before its 30 s session ends.
+      await leaveGroupMembers(kafka, [{ groupId, memberId: first }], { deadlineMs: 10_000 });
+      const members = async () => (await admin.describeGroups([groupId])).groups[0]!.members.map((m) => m.memberId);
+      await eventually('the member gone', async () => ((await members()).includes(first) ? undefined : true), 10_000);
+      // A member already gone is no error.
+      await expect(leaveGroupMembers(kafka, [{ groupId, memberId: first }])).resolves.toBeUndefined();
+    } finally {
+      await consumer.disconnect();
+      await admin.disconnect();
     }
   });
 

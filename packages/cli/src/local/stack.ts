@@ -352,6 +352,14 @@ export async function upStack(
     const tls = cliTls(env);
     const caFile = loadConfig(['caFile'], env).caFile;
     if (caFile && !childEnv.NODE_EXTRA_CA_CERTS) childEnv.NODE_EXTRA_CA_CERTS = caFile;
+    // LeaveGroup for a dead service's members goes over the services' own Kafka settings (SASL/TLS).
+    const leaveClient = createKafka({
+      brokers: kafkaBrokers,
+      clientId: 'reach-supervisor',
+      logger: silentLogger, // a failure is reported by the supervisor, once
+      connectionTimeoutMs: 1000,
+      ...(localKafka ? {} : { security: kafkaSecurityFromEnv(env) }),
+    });
     for (const { svc, instances: list } of plan) {
       const several = list.length > 1;
       const bases = list.map((inst) => `${scheme}://${host}:${inst.port}`);
@@ -378,7 +386,7 @@ export async function upStack(
               // Killed without leaving its consumer groups: remove its members now, so the
               // survivors (or its restarted self) get its partitions without a session wait.
               afterExit: async () => {
-                const left = await leaveRecordedMembers(memberFile, kafkaBrokers, { deadlineMs: 3_000 });
+                const left = await leaveRecordedMembers(memberFile, leaveClient, { deadlineMs: 3_000 });
                 return left > 0 ? `left ${left} consumer group${left === 1 ? '' : 's'} for it` : undefined;
               },
             });
