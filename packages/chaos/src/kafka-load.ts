@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { newMessageId, silentLogger } from '@reach/core';
 import { benchEnvelope, heartbeats, raiseQuota, register, type Registered, type StackEndpoints } from '@reach/bench';
 import { SchemaCodec } from '@reach/envelope';
-import { createKafka, TOPICS, valueSubject, type Producer } from '@reach/kafka';
+import { createKafka, createProducer, produceAll, TOPICS, valueSubject, type Producer } from '@reach/kafka';
 import type { Ledger } from './ledger.js';
 import type { SteadyLoad } from './load.js';
 
@@ -52,8 +52,9 @@ export class KafkaLoad implements SteadyLoad {
     await raiseQuota(this.s, this.sender.agent_id, Math.max(1000, rate * 2));
     this.stopHeartbeats = heartbeats(this.s, [this.sender]);
     const kafka = createKafka({ brokers: this.s.brokers, clientId: `reach-chaos-load-${this.run}`, logger: silentLogger });
-    this.producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-    await this.producer.connect();
+    // The stages' own producer and produce path: a send that failed resets the producer (a
+    // kafkajs idempotent producer could stay wedged on refused sequence numbers after a broker restart).
+    this.producer = await createProducer(kafka);
   }
 
   start(rate: number): void {
@@ -86,12 +87,21 @@ export class KafkaLoad implements SteadyLoad {
         }),
         idempotency_key: key,
       };
-      return { id, key, record: { key: id, value: this.codec.encode(INGRESS_SUBJECT, envelope), headers: { 'reach-token': this.sender.token } } };
+      const record = {
+        topic: TOPICS.ingress.name,
+        key: id,
+        value: this.codec.encode(INGRESS_SUBJECT, envelope),
+        headers: { 'reach-token': this.sender.token },
+      };
+      return { id, key, record };
     });
     try {
       while (Date.now() - sentAt < RETRY_FOR_MS) {
         try {
-          await this.producer.send({ topic: TOPICS.ingress.name, acks: -1, messages: batch.map((b) => b.record) });
+          await produceAll(
+            this.producer,
+            batch.map((b) => b.record),
+          );
           for (const b of batch) this.ledger.accept(b.id, b.key, sentAt);
           return;
         } catch {

@@ -93,7 +93,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     // Past its budget already (it waited out a broker restart upstream): not sent, since the
     // stuck sweep declares it DEAD 3005 now — an agent running it meanwhile would do the work
     // for a message its sender is told is dead (`pnpm chaos --long`: DEAD, then DELIVERED).
-    const overBudget = accepted.filter((a) => a.delivery.budget_deadline_at !== null && a.delivery.budget_deadline_at <= consumedAt);
+    const overBudget = accepted.filter((a) => pastBudget(a.delivery, consumedAt));
     if (overBudget.length > 0) {
       d.log.info({ count: overBudget.length }, 'routed deliveries past their budget: not sent (the stuck sweep ends them DEAD 3005)');
       accepted.splice(0, accepted.length, ...accepted.filter((a) => !overBudget.includes(a)));
@@ -161,10 +161,20 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     const repeats = results.filter((r) => r.kind === 'moved' || r.repeat).length;
     d.metrics.routed.inc(accepted.length - repeats);
     if (repeats > 0) d.log.debug({ repeats, count: accepted.length }, 'routed deliveries consumed again: not stored twice');
+    // The same rule after a produce that waited out a broker restart: a delivery whose budget
+    // ended meanwhile is not sent (its renewed deadline is the budget's end, so the deadline
+    // sweeper ends it DEAD 3005 at once; an agent given it would do work its sender is told is
+    // dead — `pnpm chaos --via kafka`: 21 "DEAD though acked" around a broker kill).
+    const sentAt = Date.now();
     const fresh: Announcement[] = [];
+    let expired = 0;
     accepted.forEach((a, i) => {
       const res = results[i]!;
       if (res.kind !== 'inflight') return;
+      if (pastBudget(a.delivery, sentAt)) {
+        expired++;
+        return;
+      }
       fresh.push({
         agent: a.delivery.agent_id,
         seq: res.seq,
@@ -174,6 +184,8 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
         traceId: a.envelope.trace_id,
       });
     });
+    if (expired > 0)
+      d.log.info({ count: expired }, 'routed deliveries whose budget ended while DELIVERING was produced: not sent (DEAD 3005 at their deadline)');
     await d.announce(fresh);
     phase('announce');
     d.holds.end(held);
@@ -190,6 +202,11 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
       .catch((err: unknown) => d.log.warn({ err }, 'could not check for lost agents; their deliveries fail over at the ack deadline'));
     return dead;
   };
+}
+
+/** The delivery's budget (if it has one) has ended by `now`. */
+function pastBudget(r: RoutedDelivery, now: number): boolean {
+  return r.budget_deadline_at !== null && r.budget_deadline_at <= now;
 }
 
 /** Observes the time since the previous phase ended (or since it was made) under each phase's name. */
