@@ -42,6 +42,8 @@ async function inChunks<T>(ids: readonly string[], fn: (chunk: string[]) => Prom
  * (its instance id ends in its pid) wrote for one of `ids` after the kill at `after`. Only the
  * pipeline stages write status events (ingress PENDING, router ROUTED, dispatcher DELIVERING and
  * the outcomes), so for the others there is no such event; undefined then, or if none came.
+ * (Instance ids end in the pid on a one-instance stack; `reach up --instances N` names them by
+ * port, so there this finds no event.)
  */
 export async function firstHandledBy(db: pg.Pool, ids: readonly string[], service: string, pid: number, after: number): Promise<number | undefined> {
   const firsts = await inChunks(

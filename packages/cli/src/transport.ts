@@ -1,5 +1,5 @@
 import { loadConfig } from '@reach/core';
-import { tlsFromFiles, type ClientTls } from '@reach/sdk';
+import { stackClientTls, type ClientTls } from '@reach/sdk';
 
 /**
  * How `reach` talks to a stack that serves TLS (docs/transport-security.md): https/wss when
@@ -11,9 +11,5 @@ export function serviceScheme(env: NodeJS.ProcessEnv): 'https' | 'http' {
 }
 
 export function cliTls(env: NodeJS.ProcessEnv): ClientTls | undefined {
-  const cfg = loadConfig(['caFile', 'tlsClientCert', 'tlsClientKey'], env);
-  return tlsFromFiles(
-    { caFile: cfg.caFile, certFile: cfg.tlsClientCert, keyFile: cfg.tlsClientKey },
-    { ca: 'REACH_CA_FILE', cert: 'REACH_TLS_CLIENT_CERT', key: 'REACH_TLS_CLIENT_KEY' },
-  );
+  return stackClientTls(loadConfig(['caFile', 'tlsClientCert', 'tlsClientKey'], env));
 }

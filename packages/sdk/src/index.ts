@@ -16,4 +16,4 @@ export { errorFromBody } from './http.js';
 export { tokenLifetime, refreshDelayMs } from './token-expiry.js';
 // Handlers throw these; re-exported so an agent needs only the SDK.
 export { ReachError, NonRetryableError, ERROR_CODES, type Logger } from '@reach/core';
-export { fetchFor, tlsFromFiles, wsTlsOptions, type ClientTls, type FetchFn } from './tls.js';
+export { fetchFor, stackClientTls, tlsFromFiles, wsTlsOptions, type ClientTls, type FetchFn } from './tls.js';

@@ -64,3 +64,19 @@ export function tlsFromFiles(
     ...(files.certFile && files.keyFile ? { cert: read(files.certFile, names.cert), key: read(files.keyFile, names.key) } : {}),
   };
 }
+
+/**
+ * The TLS of a client of the stack that reads the services' own variables, REACH_CA_FILE and
+ * REACH_TLS_CLIENT_CERT / REACH_TLS_CLIENT_KEY (`reach`, the test kit, the web console), given
+ * by their config names. Undefined when none is set.
+ */
+export function stackClientTls(cfg: {
+  caFile?: string | undefined;
+  tlsClientCert?: string | undefined;
+  tlsClientKey?: string | undefined;
+}): ClientTls | undefined {
+  return tlsFromFiles(
+    { caFile: cfg.caFile, certFile: cfg.tlsClientCert, keyFile: cfg.tlsClientKey },
+    { ca: 'REACH_CA_FILE', cert: 'REACH_TLS_CLIENT_CERT', key: 'REACH_TLS_CLIENT_KEY' },
+  );
+}

@@ -1,4 +1,4 @@
-import { fetchFor, tlsFromFiles, type FetchFn } from '@reach/sdk';
+import { fetchFor, stackClientTls, type FetchFn } from '@reach/sdk';
 
 /**
  * The services the console talks to, as a client like the CLI: their public HTTP APIs (proxied
@@ -45,11 +45,7 @@ export interface UpstreamTlsConfig {
  * caller presented a certificate of that CA to the console first.
  */
 export function upstreamFetch(cfg: UpstreamTlsConfig): FetchFn {
-  const tls = tlsFromFiles(
-    { caFile: cfg.caFile, certFile: cfg.tlsClientCert, keyFile: cfg.tlsClientKey },
-    { ca: 'REACH_CA_FILE', cert: 'REACH_TLS_CLIENT_CERT', key: 'REACH_TLS_CLIENT_KEY' },
-  );
-  return fetchFor(tls);
+  return fetchFor(stackClientTls(cfg));
 }
 
 export function resolveUpstreams(cfg: UpstreamConfig): Record<UpstreamName, string> {

@@ -5,7 +5,7 @@ import type { Logger } from '@reach/core';
 import { AgentNode } from '../agent-node.js';
 import type { AgentNodeOptions, Handler } from '../node-types.js';
 import { ReachClient } from '../reach-client.js';
-import { fetchFor, tlsFromFiles, type ClientTls } from '../tls.js';
+import { fetchFor, stackClientTls, type ClientTls } from '../tls.js';
 import type { AgentDescriptor, ReachMessage } from '../types.js';
 
 /**
@@ -54,10 +54,7 @@ export function localStack(env: NodeJS.ProcessEnv = process.env): TestStack {
   const port = (name: string, def: number) => Number(env[name] ?? def);
   // REACH_TLS_CERT set: the stack serves https/wss (docs/transport-security.md).
   const s = env.REACH_TLS_CERT ? 's' : '';
-  const tls = tlsFromFiles(
-    { caFile: env.REACH_CA_FILE, certFile: env.REACH_TLS_CLIENT_CERT, keyFile: env.REACH_TLS_CLIENT_KEY },
-    { ca: 'REACH_CA_FILE', cert: 'REACH_TLS_CLIENT_CERT', key: 'REACH_TLS_CLIENT_KEY' },
-  );
+  const tls = stackClientTls({ caFile: env.REACH_CA_FILE, tlsClientCert: env.REACH_TLS_CLIENT_CERT, tlsClientKey: env.REACH_TLS_CLIENT_KEY });
   return {
     registryUrl: `http${s}://${host}:${port('REACH_REGISTRY_PORT', 7411)}`,
     dispatcherUrl: `ws${s}://${host}:${port('REACH_DISPATCHER_PORT', 7412)}/v1/connect`,
