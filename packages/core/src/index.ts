@@ -7,3 +7,4 @@ export * from './policies.js';
 export * from './random.js';
 export * from './time-param.js';
 export * from './redact.js';
+export * from './reconnect.js';

@@ -1,7 +1,6 @@
-/**
- * Reconnect backoff of SPEC R-G1: 1 s doubling to 32 s, plus up to 20 % jitter so a fleet of
- * agents that lost the same dispatcher does not reconnect in lockstep.
- */
+import { AGENT_RECONNECT_BACKOFF } from '@reach/core';
+
+/** Reconnect backoff of SPEC R-G1 (AGENT_RECONNECT_BACKOFF: 1 s doubling to 32 s, plus up to 20 % jitter). */
 export interface BackoffOptions {
   /** First delay. Default 1000 ms. */
   baseMs?: number;
@@ -11,7 +10,7 @@ export interface BackoffOptions {
   jitter?: number;
 }
 
-export const RECONNECT_BACKOFF: Required<BackoffOptions> = { baseMs: 1000, maxMs: 32_000, jitter: 0.2 };
+export const RECONNECT_BACKOFF: Required<BackoffOptions> = { ...AGENT_RECONNECT_BACKOFF };
 
 /** Delay before reconnect attempt `attempt` (0 = the first retry after a drop). */
 export function reconnectDelayMs(attempt: number, random: () => number = Math.random, options: BackoffOptions = {}): number {

@@ -17,6 +17,7 @@ import { DeadlineHolds } from './deadline-holds.js';
 import { DeadlineClaims } from './deadlines.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { AckJournal } from './ack-journal.js';
+import { DispatcherLiveness, rejoinWindowMs } from './liveness.js';
 import { Failures } from './failures.js';
 import { budgetPolicyOf, retryPolicyOf } from '@reach/routing';
 import { ReplayBuffer, keys } from './replay-buffer.js';
@@ -200,10 +201,17 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     log,
     intervalMs: config.deadlineSweepMs,
   });
-  // Before the first sweep: the agents of a dispatcher that died get an ack window to come
-  // back and answer (replay-buffer.ts deferDeadlinesTo).
-  const deferred = await buffer.deferDeadlinesTo(Date.now() + config.ackTimeoutMs);
-  if (deferred > 0) log.info({ deliveries: deferred, ms: config.ackTimeoutMs }, 'ack deadlines deferred at start: agents reconnect and answer first');
+  // Before the first sweep: the agents of a dispatcher that died get time to come back and
+  // answer — one ack window, or what their reconnect backoff needs after that instance's
+  // downtime (liveness.ts, replay-buffer.ts deferDeadlinesTo).
+  const liveness = new DispatcherLiveness(redis, ctx.instanceId, log);
+  const downMs = await liveness.lastDeath();
+  liveness.start();
+  const rejoinMs = rejoinWindowMs(config.ackTimeoutMs, downMs);
+  const deferred = await buffer.deferDeadlinesTo(Date.now() + rejoinMs);
+  if (deferred > 0 || downMs !== undefined) {
+    log.info({ deliveries: deferred, ms: rejoinMs, dispatcher_down_ms: downMs ?? null }, 'ack deadlines deferred at start: agents reconnect and answer first');
+  }
   sweeper.start();
   const journal = new AckJournal({ redis, buffer, outcomes, producer: ctx.producer, log });
   journal.start();
@@ -215,6 +223,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     await pusher.close();
     await gateway.drain();
     await outbox.drain();
+    await liveness.stop();
     await subscriber.quit().catch(() => undefined);
     await redis.quit().catch(() => undefined);
     await agents.stop();
