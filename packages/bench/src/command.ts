@@ -21,20 +21,25 @@ import { trackerCeiling } from './tracker-ceiling.js';
 /**
  * `reach bench` / `pnpm bench`: the modes (each prints tables, or with --json the same figures
  * as one JSON document), run in this order when several are given — the idle ones first, so
- * no earlier load is still draining while they measure:
- *
- *   --idle [--idle-seconds 30]             the stack's CPU with no traffic
- *   --idle-agents N [--idle-seconds 30]    the CPU N connected idle agents add
- *   --sweep 50,250,1000 [--duration 10]    one step per rate, max sustainable rate, knee ratio
- *   --rate R [--duration 20]               one step (no knee); the default is --rate 1000
- *   --tracker [--tracker-messages 20000]   the tracker writer's own ceiling
- *   --mix                                  priority lanes under a backlog (its own options, see mix.ts)
- *
- *   --compare [--baseline F] [--from F]    today ÷ baseline for every figure (--from: a saved --json run)
- *   --save-baseline [--baseline F]         write this run's sections into the baseline
- *
- * Every mode loads the shared local stack: run it under `flock /tmp/reach-stack.lock`.
+ * no earlier load is still draining while they measure. HELP is what `--help` prints.
  */
+export const HELP = `pnpm bench [mode…] [options]   (loads the shared local stack: run it under flock /tmp/reach-stack.lock)
+
+modes (several may be given; the idle ones run first):
+  --idle [--idle-seconds 30]             the stack's CPU with no traffic
+  --idle-agents N [--idle-seconds 30]    the CPU N connected idle agents add
+  --sweep 50,250,1000 [--duration 10]    one step per rate, max sustainable rate, knee ratio (--no-knee: skip its steps)
+  --rate R [--duration 20]               one step (no knee); the default is --rate 1000
+  --tracker [--tracker-messages 20000]   the tracker writer's own ceiling
+  --mix                                  priority lanes under a backlog (--agents --concurrency --handler-ms --high-rate --flood-rate --idle --drain)
+
+comparing:
+  --compare [--baseline F] [--from F]    today ÷ baseline for every figure (--from: a saved --json run)
+  --save-baseline [--baseline F]         write this run's sections into the baseline (bench/baseline.json)
+
+other options: --json --agents N --payload BYTES --producers N --warmup S --cpu-idle S --raw-duration S
+  --keep-going --hop-samples N --agent-ttl S --tracker-spread N --tracker-timeout S
+`;
 
 const COMMON = {
   json: { type: 'boolean', default: false },
@@ -154,6 +159,10 @@ export async function benchCommand(argv: string[], env: NodeJS.ProcessEnv = proc
   const root = fileURLToPath(new URL('../../../', import.meta.url));
   const print = (text: string) => void process.stdout.write(text);
   const progress = (line: string) => void process.stderr.write(`${line}\n`);
+  if (argv.includes('--help') || argv.includes('-h')) {
+    print(HELP);
+    return 0;
+  }
   const endpoints = endpointsFrom(env, root);
   if (argv.includes('--mix')) return mixCommand(argv, endpoints, print);
 
