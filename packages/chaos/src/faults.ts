@@ -24,11 +24,35 @@ export interface FaultTargets {
 const SERVER_DOWN_MS = 3_000;
 /** How long the slow agent stops reading. */
 const STALL_MS = 8_000;
+/** dispatcher-crash-loop: kills in a row, each as soon as the supervisor started it again. */
+const CRASH_LOOP_KILLS = 3;
 
 async function killService(name: string): Promise<Injected> {
   const { pid, at } = await killStackProcess(name);
   const newPid = await waitRestarted(name, pid);
   return { at, healedAt: Date.now(), detail: `kill -9 ${name} (pid ${pid}); the supervisor restarted it`, restarted: { service: name, pid: newPid } };
+}
+
+/**
+ * kill -9 of the dispatcher, then of each restart as soon as it runs, CRASH_LOOP_KILLS times:
+ * the supervisor's crash-loop backoff (0.1, 1, 2 s) keeps it away ~5–7 s, as a slow restart on
+ * a loaded machine does (longer if it crashed less than 30 s before: the backoff goes on). Its agents back off meanwhile (1, 2, 4, 8 s…) and come
+ * back seconds after it listens; the deliveries they ran must not go to other agents first.
+ */
+async function crashLoopDispatcher(): Promise<Injected> {
+  const first = await killStackProcess('dispatcher');
+  let pid = first.pid;
+  for (let i = 1; i < CRASH_LOOP_KILLS; i++) {
+    pid = await waitRestarted('dispatcher', pid, { ready: false });
+    process.kill(pid, 'SIGKILL');
+  }
+  const newPid = await waitRestarted('dispatcher', pid);
+  return {
+    at: first.at,
+    healedAt: Date.now(),
+    detail: `kill -9 of the dispatcher (pid ${first.pid}) and of its next ${CRASH_LOOP_KILLS - 1} restarts as soon as they ran`,
+    restarted: { service: 'dispatcher', pid: newPid },
+  };
 }
 
 /**
@@ -64,6 +88,8 @@ export async function inject(fault: FaultName, t: FaultTargets): Promise<Injecte
     case 'kill-registry':
     case 'kill-dead-letter':
       return killService(fault.slice('kill-'.length));
+    case 'dispatcher-crash-loop':
+      return crashLoopDispatcher();
     case 'kill-kafka': {
       if ((await kafkaNodes()).length > 1) {
         const at = Date.now();

@@ -63,13 +63,14 @@ export async function killStackProcess(name: string): Promise<{ pid: number; at:
   return { pid: p.pid!, at: Date.now() };
 }
 
-/** Resolves with the new pid when the process `name` runs again and is ready. */
-export async function waitRestarted(name: string, oldPid: number, maxMs = 90_000): Promise<number> {
+/** Resolves with the new pid when the process `name` runs again and is ready (or just runs: `ready: false`). */
+export async function waitRestarted(name: string, oldPid: number, opts: { maxMs?: number; ready?: boolean } = {}): Promise<number> {
+  const maxMs = opts.maxMs ?? 90_000;
   const until = Date.now() + maxMs;
   while (Date.now() < until) {
     const p = (await stackProcesses().catch(() => [])).find((x) => x.name === name);
-    if (p && p.pid !== null && p.pid !== oldPid && p.alive && p.ready) return p.pid;
-    await sleep(250);
+    if (p && p.pid !== null && p.pid !== oldPid && p.alive && (p.ready || opts.ready === false)) return p.pid;
+    await sleep(opts.ready === false ? 50 : 250);
   }
   throw new Error(`${name} did not come back within ${maxMs / 1000} s`);
 }

@@ -205,7 +205,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
   // answer — one ack window, or what their reconnect backoff needs after that instance's
   // downtime (liveness.ts, replay-buffer.ts deferDeadlinesTo).
   const liveness = new DispatcherLiveness(redis, ctx.instanceId, log);
-  const downMs = await liveness.lastDeath();
+  const downMs = await liveness.sinceLastAlive();
   liveness.start();
   const rejoinMs = rejoinWindowMs(config.ackTimeoutMs, downMs);
   const deferred = await buffer.deferDeadlinesTo(Date.now() + rejoinMs);

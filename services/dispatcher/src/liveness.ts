@@ -15,14 +15,18 @@ import type { Redis } from '@reach/store';
  * took 10 s to restart, its agent back 5–8 s after that, one key run on two agents).
  *
  * So every instance stamps itself alive every LIVENESS_EVERY_MS in one hash, and a starting
- * instance reads how long ago the dead ones last did (`lastDeath`): its start-up deferral of
+ * instance reads how long ago the others last did (`sinceLastAlive`): its start-up deferral of
  * the ack deadlines (dispatcher.ts) then covers the reconnect backoff that downtime implies
  * (`rejoinWindowMs`), not just one ack window.
  */
 export const LIVENESS_KEY = 'reach:dispatchers';
 export const LIVENESS_EVERY_MS = 1_000;
-/** An instance that has not stamped itself for this long is dead. */
-export const DEAD_AFTER_MS = 3_000;
+/**
+ * A live instance forgets one that has not stamped itself for this long. Its agents came back
+ * to a live instance long ago; an entry no live instance outlived stays (a start days after
+ * the last instance was killed waits the longest backoff step, as its agents may).
+ */
+export const FORGET_AFTER_MS = 60_000;
 
 /** Time for a reconnecting agent's hello, welcome and resent answers. */
 const REJOIN_MARGIN_MS = 2_000;
@@ -56,20 +60,33 @@ export class DispatcherLiveness {
   ) {}
 
   /**
-   * How long ago the longest-dead instance last stamped itself (undefined: none is dead). The
-   * dead ones' entries are removed: the next start does not count them again.
+   * At start: how long ago the other instance stamped most recently did (undefined: there is
+   * none). That is how long its agents have had no dispatcher: an instance that stamped was
+   * listening, and an agent that got through to it started its backoff over. Older entries
+   * (the first of a crash loop) say nothing about today's agents. One killed a moment before
+   * this start, or a live peer, counts as a moment: either way that asks for the ack window.
    */
-  async lastDeath(now: number = Date.now()): Promise<number | undefined> {
-    const all = await this.redis.hgetall(this.key);
-    const dead = Object.entries(all).filter(([field, at]) => field !== this.instance && now - Number(at) > DEAD_AFTER_MS);
-    if (dead.length === 0) return undefined;
-    await this.redis.hdel(this.key, ...dead.map(([field]) => field));
-    return Math.max(...dead.map(([, at]) => now - Number(at)));
+  async sinceLastAlive(now: number = Date.now()): Promise<number | undefined> {
+    const ages = Object.entries(await this.redis.hgetall(this.key))
+      .filter(([field]) => field !== this.instance)
+      .map(([, at]) => now - Number(at));
+    return ages.length === 0 ? undefined : Math.max(0, Math.min(...ages));
   }
 
+  /** Entries of instances dead for longer than FORGET_AFTER_MS go (a live instance outlived them). */
+  async forgetDead(now: number = Date.now()): Promise<void> {
+    const all = await this.redis.hgetall(this.key);
+    const dead = Object.entries(all).filter(([field, at]) => field !== this.instance && now - Number(at) > FORGET_AFTER_MS);
+    if (dead.length > 0) await this.redis.hdel(this.key, ...dead.map(([field]) => field));
+  }
+
+  /** Stamps this instance now and every LIVENESS_EVERY_MS; each round forgets the long dead. */
   start(): void {
     const stamp = (): void => {
-      this.redis.hset(this.key, this.instance, Date.now()).catch((err: Error) => this.log.debug({ err: { message: err.message } }, 'could not stamp liveness'));
+      this.redis
+        .hset(this.key, this.instance, Date.now())
+        .then(() => this.forgetDead())
+        .catch((err: Error) => this.log.debug({ err: { message: err.message } }, 'could not stamp liveness'));
     };
     stamp();
     this.timer = setInterval(stamp, LIVENESS_EVERY_MS);

@@ -2,13 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '@reach/core';
 import { uniqueName } from '@reach/sdk/testing';
 import { createRedis, type Redis } from '@reach/store';
-import { DEAD_AFTER_MS, DispatcherLiveness } from '../../../services/dispatcher/src/liveness.js';
+import { FORGET_AFTER_MS, DispatcherLiveness } from '../../../services/dispatcher/src/liveness.js';
 import { stack } from '../../helpers/env.js';
 import { eventually } from '../../helpers/wait.js';
 
 // Dispatcher instances stamp themselves alive in one Redis hash; a starting instance learns
-// from it how long a dead one's agents have had no socket (and so how long to wait before
-// sweeping their ack deadlines). Against the real Redis, on a key of this test's own.
+// from it how long a killed one's agents may have had no socket (and so how long to wait
+// before sweeping their ack deadlines). Against the real Redis, on a key of this test's own.
 let redis: Redis;
 const key = `reach:test:${uniqueName('liveness')}`;
 
@@ -25,20 +25,36 @@ describe('dispatcher liveness', () => {
     const live = new DispatcherLiveness(redis, 'disp-a', silentLogger, key);
     live.start();
     await eventually('stamped', async () => (await redis.hget(key, 'disp-a')) !== null);
-    const at = Number(await redis.hget(key, 'disp-a'));
-    expect(Math.abs(Date.now() - at)).toBeLessThan(DEAD_AFTER_MS);
+    expect(Math.abs(Date.now() - Number(await redis.hget(key, 'disp-a')))).toBeLessThan(1_000);
     await live.stop();
     expect(await redis.hget(key, 'disp-a')).toBeNull();
   });
 
-  it('a starting instance reads how long the longest-dead one is gone, and forgets the dead', async () => {
-    const now = Date.now();
-    await redis.hset(key, 'dead-old', now - 12_000, 'dead-new', now - 5_000, 'alive', now - 500);
+  it('a starting instance reads how long ago the others were last alive, and keeps their entries', async () => {
+    await redis.del(key);
     const starting = new DispatcherLiveness(redis, 'disp-b', silentLogger, key);
-    const down = await starting.lastDeath(now);
-    expect(down).toBe(12_000);
-    expect(Object.keys(await redis.hgetall(key)).sort()).toEqual(['alive']);
-    // Counted once: the next start sees no dead instance.
-    expect(await starting.lastDeath(now)).toBeUndefined();
+    expect(await starting.sinceLastAlive()).toBeUndefined();
+    const now = Date.now();
+    // Killed first, then a crash loop's restart that listened before it was killed too; and an
+    // old entry of this instance's own name, which is not counted.
+    await redis.hset(key, 'killed-first', now - 12_000, 'crash-looped', now - 4_000, 'disp-b', now - 50);
+    expect(await starting.sinceLastAlive(now)).toBe(4_000);
+    // Read, not consumed: a successor that crash-loops too sees the same.
+    expect(await new DispatcherLiveness(redis, 'disp-c', silentLogger, key).sinceLastAlive(now)).toBe(50);
+    expect(Object.keys(await redis.hgetall(key)).sort()).toEqual(['crash-looped', 'disp-b', 'killed-first']);
+  });
+
+  it('a running instance forgets those dead for longer than FORGET_AFTER_MS, and only those', async () => {
+    await redis.del(key);
+    const now = Date.now();
+    await redis.hset(key, 'long-dead', now - FORGET_AFTER_MS - 1_000, 'recently-killed', now - 5_000);
+    const live = new DispatcherLiveness(redis, 'disp-d', silentLogger, key);
+    live.start();
+    try {
+      await eventually('forgotten', async () => (await redis.hget(key, 'long-dead')) === null);
+      expect(Object.keys(await redis.hgetall(key)).sort()).toEqual(['disp-d', 'recently-killed']);
+    } finally {
+      await live.stop();
+    }
   });
 });
