@@ -1,6 +1,7 @@
 import type { EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger } from '@reach/core';
 import { produceAll, toInRecord, type InRecord, type OutRecord } from './records.js';
+import { GroupCommit } from './group-commit.js';
 import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, IDLE_FETCH_WAIT_MS, OffsetCommitter, type FetchWait } from './group-consumer.js';
 
 /**
@@ -32,6 +33,13 @@ export interface RunBatchStageOptions {
    * first record). A bulk writer trades that much latency for fewer, larger writes.
    */
   fetchWait?: FetchWait;
+  /**
+   * Hand the partition batches consumed at once to one handler call (GroupCommit): one call,
+   * one round of the handler's writes and one produce for a whole fetch instead of one per
+   * partition. The handler then gets records of several partitions (in order within each);
+   * should it fail, every batch of the call is retried.
+   */
+  together?: boolean;
   /** Called when kafkajs gives up on the consumer: the process should exit for a supervised restart. */
   onFatal: (error: Error) => void;
 }
@@ -45,15 +53,20 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
   const maxBatch = opts.maxBatch ?? 1000;
   const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal, opts.fetchWait ?? { maxWaitMs: IDLE_FETCH_WAIT_MS });
   const committer = new OffsetCommitter(consumer, log);
+  const handleAndProduce = async (records: readonly InRecord[]): Promise<void> => {
+    await produceAll(opts.producer, await opts.handleBatch(records));
+  };
+  const together = opts.together ? new GroupCommit<InRecord>(handleAndProduce) : undefined;
 
   const eachBatch = async ({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> => {
     const msgs = batch.messages;
     for (let start = 0; start < msgs.length; start += maxBatch) {
       if (!isRunning() || isStale()) return;
       const records: InRecord[] = msgs.slice(start, start + maxBatch).map((m) => toInRecord(batch.topic, batch.partition, m));
-      let out: readonly OutRecord[];
+      let out: readonly OutRecord[] = [];
       try {
-        out = await opts.handleBatch(records);
+        if (together) await together.add(records);
+        else out = await opts.handleBatch(records);
       } catch (err) {
         const error = toReachError(err);
         log.warn({ err: error, code: error.code, partition: batch.partition, offset: records[0]!.offset }, 'batch failed; kafkajs retries it');

@@ -10,3 +10,4 @@ export * from './group-consumer.js';
 export * from './leave-group.js';
 export * from './member-ledger.js';
 export * from './group-offsets.js';
+export * from './group-commit.js';

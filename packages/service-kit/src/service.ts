@@ -101,6 +101,8 @@ export interface BatchStageOptions {
   handleBatch: (records: readonly InRecord[]) => Promise<readonly OutRecord[]>;
   /** Lets the broker gather a batch before answering a fetch (runBatchStage's fetchWait). */
   fetchWait?: FetchWait;
+  /** Partition batches consumed at once go to the handler in one call (runBatchStage's together). */
+  together?: boolean;
 }
 
 export interface ServiceContext<K extends OptionKey> {
@@ -346,6 +348,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
           ...(opts.partitionsConsumedConcurrently ? { partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently } : {}),
           ...(opts.fromBeginning !== undefined ? { fromBeginning: opts.fromBeginning } : {}),
           ...(opts.fetchWait ? { fetchWait: opts.fetchWait } : {}),
+          ...(opts.together ? { together: true } : {}),
           onFatal: fatal,
         });
         stages.push(running);

@@ -14,7 +14,7 @@ type Key = (typeof OPTIONS)[number];
 /** The monthly partitions are checked again daily, so a long-running tracker never runs past them. */
 const PARTITION_CHECK_MS = 24 * 3600 * 1000;
 
-// Partitions are consumed concurrently and their batches written together (group-commit.ts):
+// Partitions are consumed concurrently and their batches written together (GroupCommit in packages/kafka):
 // one message's events sit on several partitions (each stage packs its own), and folded in one
 // write they update its row once. Two tracker instances may still write one row at once: each
 // write locks its rows in message-id order (no deadlock), and the forward-only upsert makes the

@@ -1,9 +1,8 @@
 import { NonRetryableError, ReachError, toReachError, type Logger } from '@reach/core';
 import type { SchemaCodec, StatusBatch, StatusEvent } from '@reach/envelope';
-import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
+import { TOPICS, valueSubject, type InRecord, type OutRecord, GroupCommit } from '@reach/kafka';
 import { deadLetterRecord } from '@reach/service-kit';
 import { foldBatch, idsWithoutCreatedAt, unusable } from './fold.js';
-import { GroupCommit } from './group-commit.js';
 import type { TrackerMetrics } from './metrics.js';
 import { isDataError, type ReadModelWriter } from './writer.js';
 
@@ -23,7 +22,7 @@ interface Item {
  * never be stored (a record that cannot be decoded goes whole; an unusable event of a batch
  * goes as a single event). The batch stage commits the offsets only after this
  * returns, i.e. after PostgreSQL has committed the rows. The batches of the partitions consumed
- * at once are written together (group-commit.ts).
+ * at once are written together (GroupCommit, packages/kafka).
  */
 export class StatusFolder {
   private readonly commits = new GroupCommit<Item>((items) => this.write(items));

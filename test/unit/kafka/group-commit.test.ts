@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GroupCommit } from '../../../services/tracker/dist/group-commit.js';
+import { GroupCommit } from '@reach/kafka';
 
 /** A write the test finishes by hand, recording what each call was given. */
 function manualWriter() {

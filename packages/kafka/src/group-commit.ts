@@ -3,7 +3,8 @@
  * while it runs goes out together in the next. Each caller's promise settles with the write that
  * took its items (resolved once they are stored, rejected with that write's error).
  *
- * Why the tracker writes this way: a message's four status events travel in packs of different
+ * The batch stage (`together`) hands a fetch's partition batches to its handler this way, and
+ * the tracker writes its PostgreSQL rows this way. Why the tracker does: a message's four status events travel in packs of different
  * stages, so they sit on different partitions of reach.status-batches.v1, and a write per
  * partition batch stored each message's row up to four times (a non-HOT update touching every
  * index of `messages` each time). Written together, the events of one message fold into one
