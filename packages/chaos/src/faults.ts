@@ -36,8 +36,9 @@ async function killService(name: string): Promise<Injected> {
 /**
  * kill -9 of the dispatcher, then of each restart as soon as it runs, CRASH_LOOP_KILLS times:
  * the supervisor's crash-loop backoff (0.1, 1, 2 s) keeps it away ~5–7 s, as a slow restart on
- * a loaded machine does (longer if it crashed less than 30 s before: the backoff goes on). Its agents back off meanwhile (1, 2, 4, 8 s…) and come
- * back seconds after it listens; the deliveries they ran must not go to other agents first.
+ * a loaded machine does (longer if it crashed less than 30 s before: the backoff goes on). Its
+ * agents back off meanwhile (1, 2, 4, 8 s…) and come back seconds after it listens; the
+ * deliveries they ran must not go to other agents first.
  */
 async function crashLoopDispatcher(): Promise<Injected> {
   const first = await killStackProcess('dispatcher');

@@ -49,8 +49,8 @@ export interface ChaosOptions {
 
 /**
  * The faults npm test runs: all but dispatcher-crash-loop, whose kills would prolong the
- * supervisor's crash-loop backoff for the kill-dispatcher next to it. (kill -9 of Redis is survived since `reach up` turns
- * Redis's append-only file on: before, the machine's Redis kept nothing, and a kill lost the
+ * supervisor's crash-loop backoff for the kill-dispatcher next to it. (kill -9 of Redis is
+ * survived since `reach up` turns Redis's append-only file on: before, the machine's Redis kept nothing, and a kill lost the
  * in-flight deliveries and the acks it held.)
  */
 export const CI_FAULTS: readonly FaultName[] = FAULTS.filter((f) => f !== 'dispatcher-crash-loop');

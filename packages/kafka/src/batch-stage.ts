@@ -34,9 +34,9 @@ export interface RunBatchStageOptions {
    */
   fetchWait?: FetchWait;
   /**
-   * Hand the partition batches consumed at once to one handler call (GroupCommit): one call,
-   * one round of the handler's writes and one produce for a whole fetch instead of one per
-   * partition. The handler then gets records of several partitions (in order within each);
+   * Hand the partition batches consumed at once to one handler call (GroupCommit): one call
+   * and one round of the handler's writes for a whole fetch instead of one per partition (the
+   * produces are coalesced per producer either way: produceAll). The handler then gets records of several partitions (in order within each);
    * should it fail, every batch of the call is retried.
    */
   together?: boolean;

@@ -4,10 +4,10 @@
  * took its items (resolved once they are stored, rejected with that write's error).
  *
  * The batch stage (`together`) hands a fetch's partition batches to its handler this way, and
- * the tracker writes its PostgreSQL rows this way. Why the tracker does: a message's four status events travel in packs of different
- * stages, so they sit on different partitions of reach.status-batches.v1, and a write per
- * partition batch stored each message's row up to four times (a non-HOT update touching every
- * index of `messages` each time). Written together, the events of one message fold into one
+ * the tracker writes its PostgreSQL rows this way. Why the tracker does: a message's four
+ * status events travel in packs of different stages, so they sit on different partitions of
+ * reach.status-batches.v1, and a write per partition batch stored each message's row up to four
+ * times (a non-HOT update touching every index of `messages` each time). Written together, the events of one message fold into one
  * upsert far more often, and PostgreSQL commits one transaction instead of one per partition.
  */
 export class GroupCommit<T> {
