@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '@reach/core';
 import { createKafka } from '@reach/kafka';
+import { createPgPool, createRedis } from '@reach/store';
 import { compareReports, mergeBaseline, trustedSections } from './compare.js';
 import { ConsumerLag } from './consumer-lag.js';
 import { measureIdle, measureIdleAgents } from './idle.js';
@@ -121,6 +122,18 @@ function endpointsFrom(env: NodeJS.ProcessEnv, root: string) {
     ingressUrl: `http://${host}:${env.REACH_INGRESS_PORT ?? 7410}`,
     dispatcherUrl: `http://${host}:${env.REACH_DISPATCHER_PORT ?? 7412}`,
     trackerUrl: `http://${host}:${env.REACH_TRACKER_PORT ?? 7413}`,
+    // Every service's /metrics, for the work counted per message (work-count.ts).
+    serviceUrls: {
+      ingress: `http://${host}:${env.REACH_INGRESS_PORT ?? 7410}`,
+      registry: `http://${host}:${env.REACH_REGISTRY_PORT ?? 7411}`,
+      dispatcher: `http://${host}:${env.REACH_DISPATCHER_PORT ?? 7412}`,
+      tracker: `http://${host}:${env.REACH_TRACKER_PORT ?? 7413}`,
+      'dead-letter': `http://${host}:${env.REACH_DEAD_LETTER_PORT ?? 7414}`,
+      router: `http://${host}:${env.REACH_ROUTER_PORT ?? 7415}`,
+      'retry-scheduler': `http://${host}:${env.REACH_RETRY_SCHEDULER_PORT ?? 7416}`,
+    },
+    redisUrl: env.REACH_REDIS_URL ?? 'redis://127.0.0.1:6379/0',
+    databaseUrl: env.REACH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/reach',
     wsUrl: `ws://${host}:${env.REACH_DISPATCHER_PORT ?? 7412}/v1/connect`,
     schemaRegistryUrl: env.REACH_SCHEMA_REGISTRY_URL ?? 'http://127.0.0.1:8081',
     adminToken: adminTokenFrom(env, root),
@@ -227,13 +240,26 @@ export async function benchCommand(argv: string[], env: NodeJS.ProcessEnv = proc
         throw err;
       });
       const admin = kafka.admin();
+      const redis = createRedis(endpoints.redisUrl, silentLogger, { connectionName: 'reach-bench' });
+      const pg = createPgPool(endpoints.databaseUrl, { max: 1, applicationName: 'reach-bench' });
       try {
         await admin.connect();
         progress(`  ${rig.quota}`);
-        report.sweep = await runSweep({ rig, raw, lag: new ConsumerLag(admin), endpoints, scope, progress }, settings);
+        const lag = new ConsumerLag(admin);
+        const work = {
+          admin,
+          redis,
+          pg,
+          services: endpoints.serviceUrls,
+          logDir: join(env.REACH_HOME ?? join(root, '.reach'), 'logs'),
+          groups: () => lag.committingGroups,
+        };
+        report.sweep = await runSweep({ rig, raw, lag, endpoints, scope, work, progress }, settings);
       } finally {
         await Promise.all([rig.close(), raw.close()]);
         await admin.disconnect().catch(() => undefined);
+        redis.disconnect();
+        await pg.end().catch(() => undefined);
       }
       report.settings.sweep = { ...settings, agents, payloadBytes, producers: num('producers', v.producers) };
       out(sweepReport(report.sweep, { ...settings, agents, payloadBytes }));

@@ -49,6 +49,17 @@ function stepFigures(s: StepResult): Figure[] {
     f('CPU µs/msg total', s.cpu.totalUsPerMsg, tickFloorUs(s.cpu.messages)),
     f('bench µs/msg', s.cpu.bench.usPerMsg, tickFloorUs(s.cpu.messages)),
   ];
+  if (s.work) {
+    const sum = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
+    const w = s.work;
+    out.push(
+      f('Kafka records produced / msg', sum(w.produced), 0.05),
+      f('Kafka requests / msg', Object.values(w.requests).reduce((a, r) => a + sum(r), 0), 0.01),
+      f('Redis commands / msg', sum(w.redis), 0.5),
+      f('PostgreSQL rows written / msg', (w.pg.inserted ?? 0) + (w.pg.updated ?? 0) + (w.pg.deleted ?? 0), 0.1),
+      f('log lines / msg', sum(w.logLines), 0.01),
+    );
+  }
   // A component busier idle than loaded has no trustworthy figure that run (n/a, not "better").
   for (const c of Object.keys(s.cpu.components).sort(byComponentOrder)) {
     const cost = s.cpu.components[c]!;

@@ -30,6 +30,11 @@ export class ConsumerLag {
 
   constructor(private readonly admin: Admin) {}
 
+  /** The groups found by the last discover(). */
+  get committingGroups(): readonly string[] {
+    return this.groups;
+  }
+
   /** (Re)discovers the stack's committing groups: a restarted stack may have new ones. */
   async discover(): Promise<string[]> {
     const { groups } = await this.admin.listGroups();

@@ -69,6 +69,48 @@ function cpuRows(steps: readonly StepResult[]): Row[] {
   ];
 }
 
+const SHOWN_PER_MSG = 0.005;
+const perMsg = (n: number) => (n >= 10 ? fmt(n, 1) : fmt(n, n >= 1 ? 2 : 3));
+const total = (r: Record<string, number> | undefined) => Object.values(r ?? {}).reduce((a, b) => a + b, 0);
+
+/** The work per DELIVERED message (work-count.ts), one row per thing counted and a column per step. */
+export function workRows(steps: readonly StepResult[]): Row[] {
+  const counted = steps.filter((s) => s.work);
+  if (counted.length === 0) return [];
+  const head = (s: StepResult) => `${s.rate}/s${s.role === 'knee' ? ' (knee)' : ''}`;
+  const rows: Row[] = [];
+  const add = (what: string, value: (w: NonNullable<StepResult['work']>) => number, always = false) => {
+    const values = counted.map((s) => value(s.work!));
+    if (!always && values.every((v) => v < SHOWN_PER_MSG)) return;
+    rows.push(Object.fromEntries([['per DELIVERED message', what], ...counted.map((s, i) => [head(s), perMsg(values[i]!)])]));
+  };
+  const keys = (pick: (w: NonNullable<StepResult['work']>) => Record<string, number>) =>
+    [...new Set(counted.flatMap((s) => Object.keys(pick(s.work!))))].sort();
+  add('Kafka records produced', (w) => total(w.produced), true);
+  for (const t of keys((w) => w.produced)) add(`  ${t}`, (w) => w.produced[t] ?? 0);
+  add('Kafka records consumed', (w) => total(w.consumed), true);
+  for (const g of keys((w) => w.consumed)) add(`  ${g}`, (w) => w.consumed[g] ?? 0);
+  const services = [...new Set(counted.flatMap((s) => Object.keys(s.work!.requests)))].sort();
+  add('Kafka requests', (w) => Object.values(w.requests).reduce((a, r) => a + total(r), 0), true);
+  for (const svc of services) {
+    for (const api of ['Produce', 'Fetch']) add(`  ${svc} ${api}`, (w) => w.requests[svc]?.[api] ?? 0);
+    add(`  ${svc} other`, (w) => total(w.requests[svc]) - (w.requests[svc]?.Produce ?? 0) - (w.requests[svc]?.Fetch ?? 0));
+  }
+  add('Redis commands (those scripts run included)', (w) => total(w.redis), true);
+  const weight = (c: string) => counted.reduce((a, s) => a + (s.work!.redis[c] ?? 0), 0);
+  const commands = keys((w) => w.redis).sort((a, b) => weight(b) - weight(a));
+  for (const c of commands.slice(0, 12)) add(`  ${c}`, (w) => w.redis[c] ?? 0);
+  add('PostgreSQL statements', (w) => total(w.pgStatements), true);
+  for (const svc of keys((w) => w.pgStatements)) add(`  ${svc}`, (w) => w.pgStatements[svc] ?? 0);
+  add('PostgreSQL transactions', (w) => w.pg.xacts ?? 0, true);
+  add('PostgreSQL rows inserted', (w) => w.pg.inserted ?? 0, true);
+  add('PostgreSQL rows updated', (w) => w.pg.updated ?? 0, true);
+  add('PostgreSQL rows deleted', (w) => w.pg.deleted ?? 0);
+  add('log lines', (w) => total(w.logLines), true);
+  for (const l of keys((w) => w.logLines)) add(`  ${l}`, (w) => w.logLines[l] ?? 0);
+  return rows;
+}
+
 /** How a sweep was run, as its tables' headings say it (kept in the report's settings.sweep). */
 export interface SweepHeading {
   durationS: number;
@@ -93,6 +135,14 @@ export function sweepReport(r: SweepResult, o: SweepHeading): string {
   if (churned.length > 0) out.push(`(restarted during a window, figures suspect: ${churned.join(', ')})\n`);
   for (const s of r.steps.filter((x) => x.cpu.noisyIdle?.length)) {
     out.push(`(${s.rate}/s: busier idle than loaded — something else was running, figures too low: ${s.cpu.noisyIdle.join(', ')})\n`);
+  }
+
+  const work = workRows(r.steps);
+  if (work.length > 0) {
+    out.push(
+      `\nWork per DELIVERED message over the same windows (Kafka end and committed offsets, kafkajs requests, Redis INFO commandstats, PostgreSQL pg_stat_database and statements sent, log lines):\n\n`,
+    );
+    out.push(table(work));
   }
 
   const groups = [...new Set(r.steps.flatMap((s) => Object.keys(s.lag.atEnd.byGroup)))].sort();

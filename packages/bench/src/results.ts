@@ -42,6 +42,25 @@ export interface CpuCost {
   noisyIdle: string[];
 }
 
+/** What the stack did per delivered message over a measured window (work-count.ts). */
+export interface WorkCost {
+  messages: number;
+  /** Kafka records produced, per topic. */
+  produced: Record<string, number>;
+  /** Kafka records consumed, per committing consumer group. */
+  consumed: Record<string, number>;
+  /** Kafka requests, per service and API. */
+  requests: Record<string, Record<string, number>>;
+  /** Redis commands, by command (those run inside scripts included). */
+  redis: Record<string, number>;
+  /** PostgreSQL statements, per service. */
+  pgStatements: Record<string, number>;
+  /** The database's transactions (xacts) and rows inserted, updated, deleted. */
+  pg: Record<string, number>;
+  /** Log lines, per service log. */
+  logLines: Record<string, number>;
+}
+
 export interface LagReading {
   /** Sum over the pipeline's consumer groups of end offset − committed offset. */
   total: number;
@@ -78,6 +97,8 @@ export interface StepResult {
   /** The raw kafkajs produce→consume loop at the same rate, measured right after. */
   raw: LatencySummary & { sent: number; received: number; durationS: number };
   cpu: CpuCost;
+  /** Absent in reports written before it was counted. */
+  work?: WorkCost;
   /** VmRSS per component at the end of the window, MiB. */
   rssMiB: Record<string, number>;
   /** Processes per component at the same moment (instances, PostgreSQL backends). */

@@ -6,6 +6,7 @@ import { cpuBetween, cpuSnapshot, memoryByComponent, type ProcScope } from './pr
 import type { RawLoop } from './raw.js';
 import type { HopsResult, StepResult, SweepResult } from './results.js';
 import type { StackEndpoints } from './stack.js';
+import { workCost, workSnapshot, type WorkSources } from './work-count.js';
 import { collapsed, kneeRates, kneeRatio, lagGrowthPerS, maxSustainableRate, nearestRate, verdict } from './verdict.js';
 
 /**
@@ -44,6 +45,8 @@ export interface SweepDeps {
   endpoints: StackEndpoints;
   /** Which processes are the measured stack. */
   scope: ProcScope;
+  /** Where the work per message is counted (Kafka, Redis, PostgreSQL, logs); unset: not counted. */
+  work?: WorkSources;
   progress: (line: string) => void;
 }
 
@@ -95,6 +98,7 @@ async function runStep(
   d.rig.startStep();
   say(`warm-up ${s.warmupS} s, then ${s.durationS} s measured`);
   await d.rig.load(rate, s.warmupS * 1000, false);
+  const work0 = d.work ? await workSnapshot(d.work) : undefined;
   const cpu0 = cpuSnapshot(d.scope);
   const bench0 = process.cpuUsage();
   const delivered0 = d.rig.deliveredSoFar();
@@ -107,6 +111,7 @@ async function runStep(
   const benchUse = process.cpuUsage(bench0);
   // The window's CPU went into every message delivered in it, warm-up stragglers included.
   const deliveredInWindow = d.rig.deliveredSoFar() - delivered0;
+  const work = d.work && work0 ? workCost(work0, await workSnapshot(d.work), deliveredInWindow, d.work.logDir) : undefined;
   const { rssMiB, processes } = memoryByComponent(d.scope);
   const counts = d.rig.counts();
   const lagAfterDrain = (await d.lag.read()).total;
@@ -128,6 +133,7 @@ async function runStep(
     cpu: cpuCost({ idle, loaded, messages: deliveredInWindow, benchCpuUs: benchUse.user + benchUse.system, cores: s.cores }),
     rssMiB,
     processes,
+    ...(work ? { work } : {}),
     verdict: verdict(base),
   };
   say(

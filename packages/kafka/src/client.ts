@@ -3,6 +3,7 @@ import tls from 'node:tls';
 import { Kafka, Partitioners, logLevel, type ISocketFactory, type KafkaConfig, type LogEntry, type Producer } from 'kafkajs';
 import type { Logger } from '@reach/core';
 import { kafkajsSecurity, type KafkaSecurity } from './security.js';
+import { countRequests } from './request-count.js';
 
 /**
  * The one place Agent-Reach creates kafkajs clients. kafkajs is no longer actively maintained:
@@ -57,7 +58,7 @@ export function createKafka(opts: KafkaClientOptions): Kafka {
     // At most a second apart, so a restarted broker is found again within a second.
     retry: { initialRetryTime: 100, maxRetryTime: 1_000, retries: 30 },
   };
-  return new Kafka(config);
+  return countRequests(new Kafka(config));
 }
 
 /**

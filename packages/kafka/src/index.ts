@@ -11,3 +11,4 @@ export * from './leave-group.js';
 export * from './member-ledger.js';
 export * from './group-offsets.js';
 export * from './group-commit.js';
+export * from './request-count.js';

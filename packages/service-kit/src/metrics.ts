@@ -1,4 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { kafkaRequestCounts } from '@reach/kafka';
+import { pgStatementCount } from '@reach/store';
 
 /**
  * One prom-client registry per process. Every metric is named `reach_<service>_<what>_<unit>`
@@ -24,6 +26,27 @@ export class ServiceMetrics {
       ['topic'],
       [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     );
+    // What the process asked of Kafka and PostgreSQL, read when scraped (`pnpm bench` divides
+    // them by the messages delivered).
+    new Counter({
+      name: `${this.prefix}kafka_requests_total`,
+      help: 'Kafka requests sent by this process, by API (Produce, Fetch, OffsetCommit, Heartbeat, ...).',
+      labelNames: ['api'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [api, n] of kafkaRequestCounts()) this.inc({ api }, n);
+      },
+    });
+    new Counter({
+      name: `${this.prefix}pg_statements_total`,
+      help: 'PostgreSQL statements sent by this process.',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(pgStatementCount());
+      },
+    });
   }
 
   counter<L extends string>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> {

@@ -1,4 +1,4 @@
-import { Client, Pool, type PoolConfig } from 'pg';
+import { Client, Pool, type PoolClient, type PoolConfig } from 'pg';
 import { redactUrl, redactUrlsIn, silentLogger, type Logger } from '@reach/core';
 
 /**
@@ -21,6 +21,25 @@ export interface PgPoolOptions {
   applicationName?: string;
 }
 
+/**
+ * Statements this process sent through its pools (pool.query and checked-out clients alike),
+ * exported as `reach_<service>_pg_statements_total`: `pnpm bench` divides them by the messages
+ * delivered. The server's own statistics count transactions and rows, not statements.
+ */
+let statements = 0;
+
+export function pgStatementCount(): number {
+  return statements;
+}
+
+function countStatements(client: PoolClient): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    statements++;
+    return query(...args);
+  };
+}
+
 export function createPgPool(url: string, opts: PgPoolOptions = {}): Pool {
   const logger = (opts.logger ?? silentLogger).child({ component: 'pg' });
   const config: PoolConfig = {
@@ -36,6 +55,7 @@ export function createPgPool(url: string, opts: PgPoolOptions = {}): Pool {
     config.statement_timeout = opts.statementTimeoutMs;
   }
   const pool = new Pool(config);
+  pool.on('connect', countStatements);
   // An idle client whose connection dies (server restart, network cut) is reported on the
   // pool; without a listener Node treats it as an unhandled 'error' event and kills the
   // process. The pool already discards that client, and the next query opens a new one.
