@@ -54,7 +54,11 @@ function stepFigures(s: StepResult): Figure[] {
     const w = s.work;
     out.push(
       f('Kafka records produced / msg', sum(w.produced), 0.05),
-      f('Kafka requests / msg', Object.values(w.requests).reduce((a, r) => a + sum(r), 0), 0.01),
+      f(
+        'Kafka requests / msg',
+        Object.values(w.requests).reduce((a, r) => a + sum(r), 0),
+        0.01,
+      ),
       f('Redis commands / msg', sum(w.redis), 0.5),
       f('PostgreSQL rows written / msg', (w.pg.inserted ?? 0) + (w.pg.updated ?? 0) + (w.pg.deleted ?? 0), 0.1),
       f('log lines / msg', sum(w.logLines), 0.01),

@@ -29,8 +29,9 @@ export interface RunBatchStageOptions {
   partitionsConsumedConcurrently?: number;
   handleBatch: (records: readonly InRecord[]) => Promise<readonly OutRecord[]>;
   /**
-   * How long the broker may gather records before answering a fetch (default: answer at the
-   * first record). A bulk writer trades that much latency for fewer, larger writes.
+   * How long the broker may gather records before answering a fetch, or this side lingers
+   * before the next (default: answer at the first record, ask again at once). A bulk writer
+   * trades that much latency for fewer, larger writes.
    */
   fetchWait?: FetchWait;
   /**
@@ -52,6 +53,7 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
   const log = opts.logger.child({ component: 'batch-stage', group: opts.groupId });
   const maxBatch = opts.maxBatch ?? 1000;
   const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal, opts.fetchWait ?? { maxWaitMs: IDLE_FETCH_WAIT_MS });
+  const lingerMs = opts.fetchWait?.lingerMs ?? 0;
   const committer = new OffsetCommitter(consumer, log);
   const handleAndProduce = async (records: readonly InRecord[]): Promise<void> => {
     await produceAll(opts.producer, await opts.handleBatch(records));
@@ -78,6 +80,7 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
       await committer.done(last.topic, last.partition, last.offset);
       await heartbeat();
     }
+    if (lingerMs > 0 && msgs.length < maxBatch && isRunning() && !isStale()) await new Promise((r) => setTimeout(r, lingerMs));
   };
 
   await consumer.connect();

@@ -57,6 +57,12 @@ export type ConsumerRetryOptions = RetryOptions & { restartOnFailure?: (error: E
 export interface FetchWait {
   maxWaitMs: number;
   minBytes?: number;
+  /**
+   * A linger on this side instead (runBatchStage): after a fetch that did not fill a batch, the
+   * next one is asked for this much later, so it gathers that much more. Unlike a broker-side
+   * gather (minBytes with a short maxWaitMs), an idle consumer still asks only every maxWaitMs.
+   */
+  lingerMs?: number;
 }
 
 /**

@@ -2,6 +2,9 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { kafkaRequestCounts } from '@reach/kafka';
 import { pgStatementCount } from '@reach/store';
 
+/** How often the event-loop delay is sampled (prom-client's default is 10 ms). */
+export const EVENT_LOOP_SAMPLE_MS = 100;
+
 /**
  * One prom-client registry per process. Every metric is named `reach_<service>_<what>_<unit>`
  * (DESIGN §8) with bounded labels: never a message id or agent id as a label value.
@@ -14,7 +17,10 @@ export class ServiceMetrics {
 
   constructor(service: string) {
     this.prefix = `reach_${service.replace(/-/g, '_')}_`;
-    collectDefaultMetrics({ register: this.registry, prefix: this.prefix });
+    // The event-loop delay is sampled by a libuv timer: at prom-client's default 10 ms it woke
+    // every process 100 times a second, ~0.6 % of a core each with no traffic (measured: 0.86 %
+    // against 0.37 % at 100 ms for an otherwise idle process) — ~5 % of a core for the stack.
+    collectDefaultMetrics({ register: this.registry, prefix: this.prefix, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
     this.stageRecords = this.counter(
       'consumed_records_total',
       'Records handled by the consume loop, by outcome (ok, poison → DLQ, retry → dependency failure).',

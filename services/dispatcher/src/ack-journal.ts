@@ -57,7 +57,7 @@ export class AckJournal {
         else this.d.log.error({ message_id: ids[i] }, 'unreadable ack journal entry dropped');
       });
       await produceAll(this.d.producer, records);
-      await Promise.all(ids.map((id) => this.d.buffer.settleAck(id)));
+      await Promise.all(ids.map((id) => this.d.buffer.settleAck(id))); // one write for all of them
       this.d.log.warn({ count: records.length }, 'acks whose DELIVERED had not been written were produced from the ack journal');
       total += ids.length;
       if (ids.length < BATCH) return total;

@@ -1,4 +1,5 @@
 import { ReachError } from '@reach/core';
+import { GroupCommit } from '@reach/kafka';
 import { ACK_JOURNAL, WORK_IN_PROGRESS, type Redis } from '@reach/store';
 import { APPEND, FAIL_OVER, FILL, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
 import { deadlineJson, headOf, midPrefix, parseHead, type EntryHead } from './entry.js';
@@ -513,10 +514,24 @@ export class ReplayBuffer {
     return pulled.length;
   }
 
-  /** The ack's DELIVERED event is produced: it leaves the journal. */
-  async settleAck(messageId: string): Promise<void> {
-    await call('settle ack', () => this.redis.multi().hdel(keys.acked, messageId).zrem(keys.ackedAt, messageId).exec());
+  /**
+   * The ack's DELIVERED event is produced: it leaves the journal. The acks settled while one
+   * settle is on its way leave together (one HDEL and one ZREM for all of them), not as two
+   * commands and a MULTI each.
+   */
+  settleAck(messageId: string): Promise<void> {
+    return this.settles.add([messageId]);
   }
+
+  private readonly settles = new GroupCommit<string>(async (ids) => {
+    await call('settle ack', () =>
+      this.redis
+        .multi()
+        .hdel(keys.acked, ...ids)
+        .zrem(keys.ackedAt, ...ids)
+        .exec(),
+    );
+  });
 
   /** Journaled acks by message id (undefined: not journaled, or its DELIVERED is written). */
   async journaledAcks(messageIds: readonly string[]): Promise<Array<JournaledAck | undefined>> {

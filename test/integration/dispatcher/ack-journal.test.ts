@@ -4,6 +4,7 @@ import { testClient, uniqueName } from '@reach/sdk/testing';
 import { ACK_JOURNAL, createRedis, type Redis } from '@reach/store';
 import { adminToken, stack, urls } from '../../helpers/env.js';
 import { eventually } from '../../helpers/wait.js';
+import { ReplayBuffer } from '../../../services/dispatcher/dist/replay-buffer.js';
 import { deregisterAgents, registeredAgent } from './harness.js';
 
 // An ack the dispatcher took is journaled with the take (one script) and leaves the journal
@@ -44,6 +45,29 @@ describe('the ack journal', () => {
     await eventually('settled', async () => (await redis.hexists(ACK_JOURNAL.acked, sent.message_id)) === 0);
     expect(await redis.zscore(ACK_JOURNAL.ackedAt, sent.message_id)).toBeNull();
     agent.ws.close();
+  });
+
+  it('acks settled at once leave the journal in one write', async () => {
+    let writes = 0;
+    const counting = new Proxy(redis, {
+      get(target, prop) {
+        const v = Reflect.get(target, prop) as unknown;
+        if (typeof v !== 'function') return v;
+        return (...args: unknown[]) => {
+          if (prop === 'multi') writes++;
+          return (v as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const buffer = new ReplayBuffer(counting, 60);
+    const ids = Array.from({ length: 30 }, (_, i) => `${uniqueName('journal-batch')}-${i}`);
+    // Fresh: the running dispatcher's journal sweep leaves acks younger than its grace alone.
+    const at = Date.now();
+    await ids.reduce((m, id) => m.hset(ACK_JOURNAL.acked, id, `it.agent|1|${at}|{}`).zadd(ACK_JOURNAL.ackedAt, at, id), redis.multi()).exec();
+    await Promise.all(ids.map((id) => buffer.settleAck(id)));
+    expect(writes).toBe(1);
+    expect(await redis.hmget(ACK_JOURNAL.acked, ...ids)).toEqual(ids.map(() => null));
+    expect(await Promise.all(ids.map((id) => redis.zscore(ACK_JOURNAL.ackedAt, id)))).toEqual(ids.map(() => null));
   });
 
   it('an ack taken but never produced ends DELIVERED from the journal, at its ack time', async () => {

@@ -47,6 +47,40 @@ describe('QuotaBuckets on Redis', () => {
     expect(refused.waitMs).toBeLessThanOrEqual(1000);
   });
 
+  it('decisions asked for one producer in the same tick share one script, admitted in the order asked', async () => {
+    await ready(redisA);
+    let scripts = 0;
+    const counting = new Proxy(redisA, {
+      get(target, prop) {
+        const v = Reflect.get(target, prop) as unknown;
+        if (typeof v !== 'function') return v;
+        return (...args: unknown[]) => {
+          if (prop === 'evalsha' || prop === 'eval') scripts++;
+          return (v as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const buckets = new QuotaBuckets(counting, silentLogger);
+    const producer = uniq('it.bucket.batch');
+    const other = uniq('it.bucket.batch-other');
+    const limit = { ratePerS: 1, burst: 10 };
+    const decisions = await Promise.all([
+      ...Array.from({ length: 25 }, () => buckets.take(producer, limit)),
+      ...Array.from({ length: 3 }, () => buckets.take(other, limit)),
+    ]);
+    // One script per producer (a first call on a fresh server may be sent again as EVAL).
+    expect(scripts).toBeGreaterThanOrEqual(2);
+    expect(scripts).toBeLessThanOrEqual(4);
+    const mine = decisions.slice(0, 25);
+    expect(mine.map((d) => d.allowed)).toEqual([...Array<boolean>(10).fill(true), ...Array<boolean>(15).fill(false)]);
+    expect(mine.every((d) => !d.local)).toBe(true);
+    expect(mine[24]!.waitMs).toBeGreaterThan(0);
+    expect(mine[24]!.waitMs).toBeLessThanOrEqual(1000);
+    expect(decisions.slice(25).every((d) => d.allowed)).toBe(true);
+    // The bucket holds what ten single takes would have left: no token, or a fraction refilled.
+    expect(Number((await redisA.hgetall(bucketKey(producer))).tokens)).toBeLessThan(1);
+  });
+
   it('keeps one hash-tagged key per producer that expires once the bucket would be full again', async () => {
     const buckets = new QuotaBuckets(redisA, silentLogger);
     const producer = uniq('it.bucket.key');

@@ -153,10 +153,10 @@ describe('runStage', () => {
   });
 });
 
-// The batch stage's `together` mode (packages/kafka/src/batch-stage.ts): the partition batches of
+// The batch stage's `together` mode and linger (packages/kafka/src/batch-stage.ts): the partition batches of
 // one fetch reach the handler in one call, every record exactly once and in order within its
 // partition, and the offsets are committed only after the call.
-describe('runBatchStage together', () => {
+describe('runBatchStage: together, linger', () => {
   it('hands the partitions of a fetch to one call, each record once, in partition order, then commits', async () => {
     const input = uniq('it.batch');
     await admin.createTopics({ topics: [{ topic: input, numPartitions: 6 }], waitForLeaders: false });
@@ -207,6 +207,42 @@ describe('runBatchStage together', () => {
         },
         20_000,
       );
+    } finally {
+      await running.stop();
+    }
+  });
+
+  it('lingers after a fetch that did not fill a batch, so a trickle is handled in fewer, larger calls', async () => {
+    const input = uniq('it.linger');
+    await admin.createTopics({ topics: [{ topic: input, numPartitions: 1 }], waitForLeaders: false });
+    await waitForLeaders(admin, [input]);
+    topics.push(input);
+    const calls: InRecord[][] = [];
+    const running = await runBatchStage({
+      kafka,
+      producer,
+      groupId: uniq('g'),
+      topics: [input],
+      logger: silentLogger,
+      fetchWait: { maxWaitMs: 1000, lingerMs: 400 },
+      handleBatch: async (records) => {
+        calls.push([...records]);
+        return [];
+      },
+      onFatal: (err) => {
+        throw err;
+      },
+    });
+    try {
+      // 30 records, one every 50 ms (1.5 s): without the linger each fetch brings one or two.
+      for (let i = 0; i < 30; i++) {
+        await producer.send({ topic: input, messages: [{ key: 'k', value: String(i) }] });
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await eventually('all consumed', async () => calls.flat().length >= 30, 20_000);
+      expect(calls.flat().map((r) => Number(r.value!.toString()))).toEqual(Array.from({ length: 30 }, (_, i) => i));
+      // A call at most every ~400 ms over ~1.5 s of sends (plus the first record's own call).
+      expect(calls.length).toBeLessThanOrEqual(7);
     } finally {
       await running.stop();
     }
