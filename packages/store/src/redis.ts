@@ -123,3 +123,12 @@ export const ACK_JOURNAL = { acked: 'reach:acked', ackedAt: 'reach:acked-at' } a
  * stuck, even past its budget (its deadline sweeper retries it if the agent goes away).
  */
 export const WORK_IN_PROGRESS = 'reach:in-progress';
+
+/**
+ * Messages the stuck sweep declared DEAD (sorted set: message id → when). The sweep marks a
+ * message in one script with its checks of the ack journal and WORK_IN_PROGRESS, and the
+ * dispatcher's take script refuses an answer to a marked message: so of an ack and the sweep's
+ * DEAD exactly one wins, and a message the sender was told is DEAD never turns DELIVERED (an
+ * agent that reconnects long after the budget and resends its ack).
+ */
+export const ENDED_MESSAGES = 'reach:ended';

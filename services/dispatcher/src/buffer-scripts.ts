@@ -197,7 +197,8 @@ return out`;
  * An ack (ARGV[14] = its time, epoch ms; '' otherwise) is journaled in the same step:
  * `<agent>|<seq>|<acked at>|<head>` under the message id in KEYS[10] and the id in KEYS[11] scored by the ack time, until its
  * DELIVERED event is produced (ack-journal.ts) — an ack taken here is never lost to a Kafka
- * outage or a crash before the produce.
+ * outage or a crash before the produce. Status 3 = the stuck sweep declared the message DEAD
+ * (KEYS[12], ENDED_MESSAGES): the entry and its deadline go, nothing is journaled.
  *   ARGV[9] seq  ARGV[10] message id prefix  ARGV[15] message id
  */
 export const TAKE =
@@ -208,6 +209,12 @@ if #m == 0 then return {0, ''} end
 local e = m[1]
 if string.sub(e, 1, #ARGV[10]) ~= ARGV[10] then return {2, ''} end
 redis.call('ZREM', KEYS[2], e)
+if redis.call('ZSCORE', KEYS[12], ARGV[15]) then
+  redis.call('ZREM', KEYS[3], ARGV[12])
+  local ended = {3, ''}
+  for _, v in ipairs(fill(flow())) do ended[#ended + 1] = v end
+  return ended
+end
 local nl = string.find(e, '\\n', 1, true)
 local head = string.sub(e, 1, nl - 1)
 if ARGV[11] == '1' then

@@ -106,6 +106,7 @@ export class Outcomes {
     const ackedAt = Date.now();
     const taken = await this.d.buffer.take(agent, seq, messageId, true, false, ackedAt, ackedAt);
     if (taken.kind === 'gone') this.late('ack', agent, seq, messageId);
+    if (taken.kind === 'ended') return this.ended('ack', agent, seq, messageId, taken.promotions);
     if (taken.kind !== 'taken') return taken.kind;
     this.d.promoted?.(taken.promotions);
     const head = this.headOrLog(taken.head, agent, messageId, seq);
@@ -132,6 +133,7 @@ export class Outcomes {
     const failures = this.d.failures;
     const taken = await this.d.buffer.take(agent, seq, messageId, false, failures !== undefined);
     if (taken.kind === 'gone') this.late('reject', agent, seq, messageId);
+    if (taken.kind === 'ended') return this.ended('reject', agent, seq, messageId, taken.promotions);
     if (taken.kind !== 'taken') return taken.kind;
     this.d.promoted?.(taken.promotions);
     const head = this.headOrLog(headOf(taken.head), agent, messageId, seq);
@@ -171,6 +173,18 @@ export class Outcomes {
   private late(kind: 'ack' | 'reject', agent: string, seq: number, messageId: string): void {
     this.d.metrics.lateAnswers.inc({ kind });
     this.d.log.debug({ agent_id: agent, seq, message_id: messageId }, `${kind} for a delivery no longer pending (past its deadline or answered); ignored`);
+  }
+
+  /**
+   * An answer to a message the stuck sweep declared DEAD while it was unanswered (its budget
+   * ended; typically the dispatcher was away and the agent resent the answer on reconnecting):
+   * the sender was told DEAD, so it stays DEAD — no DELIVERED after it, no retry.
+   */
+  private ended(kind: 'ack' | 'reject' | 'result', agent: string, seq: number, messageId: string, promotions: readonly Promotion[]): 'gone' {
+    this.d.promoted?.(promotions);
+    this.d.metrics.lateAnswers.inc({ kind: kind === 'result' ? 'ack' : kind });
+    this.d.log.info({ agent_id: agent, seq, message_id: messageId }, `${kind} for a message already declared DEAD past its budget; ignored`);
+    return 'gone';
   }
 
   private headOrLog(text: string, agent: string, messageId: string, seq: number): EntryHead | undefined {
@@ -221,6 +235,10 @@ export class Outcomes {
     if (unacked && inflightSeq !== undefined) {
       const now = Date.now();
       const taken = await this.d.buffer.take(agent, inflightSeq, r.message_id, true, false, now, now);
+      if (taken.kind === 'ended') {
+        this.ended('result', agent, inflightSeq, r.message_id, taken.promotions);
+        return undefined;
+      }
       if (taken.kind === 'taken') {
         journaled = true;
         this.d.promoted?.(taken.promotions);

@@ -1,6 +1,6 @@
 import { ReachError } from '@reach/core';
 import { GroupCommit } from '@reach/kafka';
-import { ACK_JOURNAL, WORK_IN_PROGRESS, type Redis } from '@reach/store';
+import { ACK_JOURNAL, ENDED_MESSAGES, WORK_IN_PROGRESS, type Redis } from '@reach/store';
 import { APPEND, FAIL_OVER, FILL, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
 import { deadlineJson, headOf, midPrefix, parseHead, type EntryHead } from './entry.js';
 import { LANES, type LaneIndex, type PerLane } from './lanes.js';
@@ -156,7 +156,12 @@ export interface Promotion {
 }
 
 /** `head` is the entry's head, or the whole entry when asked for (`whole`). */
-export type TakeOutcome = { kind: 'taken'; head: string; promotions: Promotion[] } | { kind: 'gone' } | { kind: 'mismatch' };
+export type TakeOutcome =
+  | { kind: 'taken'; head: string; promotions: Promotion[] }
+  | { kind: 'gone' }
+  | { kind: 'mismatch' }
+  /** The stuck sweep declared the message DEAD: the delivery left the buffer unanswered. */
+  | { kind: 'ended'; promotions: Promotion[] };
 
 /** How deliveries of an agent are let through: its cap and the lane weights. */
 export interface FlowPolicy {
@@ -235,7 +240,7 @@ export class ReplayBuffer {
     private readonly flow: FlowPolicy = { limitOf: () => 0, weights: [60, 30, 10] },
   ) {
     redis.defineCommand('reachAppend', { numberOfKeys: 10, lua: APPEND });
-    redis.defineCommand('reachTake', { numberOfKeys: 11, lua: TAKE });
+    redis.defineCommand('reachTake', { numberOfKeys: 12, lua: TAKE });
     redis.defineCommand('reachTakeExpired', { numberOfKeys: 8, lua: TAKE_EXPIRED });
     redis.defineCommand('reachFill', { numberOfKeys: 8, lua: FILL });
     redis.defineCommand('reachTakeWaiting', { numberOfKeys: 8, lua: TAKE_WAITING });
@@ -344,6 +349,7 @@ export class ReplayBuffer {
         keys.result(agent, messageId),
         keys.acked,
         keys.ackedAt,
+        ENDED_MESSAGES,
         ...this.flowArgv(agent, now),
         seq,
         midPrefix(messageId),
@@ -356,6 +362,7 @@ export class ReplayBuffer {
     );
     const status = Number(r[0]);
     if (status === 1) return { kind: 'taken', head: String(r[1]), promotions: promotionsOf(agent, r, 2) };
+    if (status === 3) return { kind: 'ended', promotions: promotionsOf(agent, r, 2) };
     return status === 2 ? { kind: 'mismatch' } : { kind: 'gone' };
   }
 

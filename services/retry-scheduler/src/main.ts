@@ -3,9 +3,9 @@ import { runDelayStage, TOPICS, valueSubject } from '@reach/kafka';
 import { deadLetterRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
 import { budgetPolicyOf, isHold } from '@reach/routing';
 import { NOOP_SPAN } from '@reach/tracing';
-import { ACK_JOURNAL, WORK_IN_PROGRESS } from '@reach/store';
 import { republish } from './republish.js';
 import { StuckSweeper } from './stuck-sweeper.js';
+import { EndMarks } from './end-marks.js';
 import { KafkaOffsetReader, ReadModelWatermark } from './read-model-watermark.js';
 
 const OPTIONS = ['budgetMs', 'budgetPolicy', 'stuckSweepMs', 'stuckGraceMs'] as const;
@@ -96,6 +96,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   const offsets = new KafkaOffsetReader(ctx.kafka, TRACKER_GROUP, TRACKER_TOPICS);
   ctx.onShutdown(() => offsets.close());
   const watermark = new ReadModelWatermark(offsets, WATERMARK_KEEP_MS);
+  const endMarks = new EndMarks(ctx.redis);
   const sweeper = new StuckSweeper({
     pg: ctx.pg,
     codec,
@@ -109,16 +110,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     onDeclared: (code) => expired.inc({ code: String(code), source: 'sweep' }),
     readModelCompleteUntil: (now) => watermark.observe(now),
     onHeldBack: (n) => heldBack.inc(n),
-    acked: async (ids) => {
-      if (ids.length === 0) return new Set();
-      const found = await ctx.redis.hmget(ACK_JOURNAL.acked, ...ids);
-      return new Set(ids.filter((_, i) => found[i] !== null));
-    },
-    inProgress: async (ids, now) => {
-      if (ids.length === 0) return new Set();
-      const until = await ctx.redis.zmscore(WORK_IN_PROGRESS, ...ids);
-      return new Set(ids.filter((_, i) => until[i] !== null && Number(until[i]) > now));
-    },
+    markEnded: (ids, now) => endMarks.mark(ids, now),
   });
   sweeper.start();
   ctx.onShutdown(() => sweeper.stop());

@@ -4,6 +4,7 @@ import { TOPICS, produceAll, type OutRecord, type Producer } from '@reach/kafka'
 import { budgetDeadlineAt, FANOUT_PARENT, type BudgetPolicy } from '@reach/routing';
 import { deadLetterRecord, receiptRecord, statusRecord, PeriodicJob } from '@reach/service-kit';
 import type { MessageColumns, Pool } from '@reach/store';
+import type { EndVerdicts } from './end-marks.js';
 
 /**
  * The backstop of SPEC R-D2: no message stays non-terminal beyond its budget plus one sweep.
@@ -41,16 +42,12 @@ export interface StuckSweeperDeps {
   log: Logger;
   onDeclared?: (code: number) => void;
   /**
-   * The ids among these whose ack the dispatcher holds in its journal (DELIVERED not written
-   * yet): never declared DEAD. Throws when that cannot be known; the round is then skipped.
+   * The last check of the messages about to be declared DEAD, which also marks them so that
+   * the dispatcher refuses a later answer (EndMarks): acked ones (DELIVERED on its way) and
+   * working ones (their agent reports progress) are left alone. Throws when that cannot be
+   * known; the round is then skipped. Absent: all are declared.
    */
-  acked?: (messageIds: readonly string[]) => Promise<ReadonlySet<string>>;
-  /**
-   * The ids among these whose agent reports progress right now (a long task, alive and
-   * working; WORK_IN_PROGRESS): not stuck, even past the budget. Throws when that cannot be
-   * known; the round is then skipped.
-   */
-  inProgress?: (messageIds: readonly string[], now: number) => Promise<ReadonlySet<string>>;
+  markEnded?: (messageIds: readonly string[], now: number) => Promise<EndVerdicts>;
   /**
    * Until when the read model is complete (ReadModelWatermark): a message whose deadline is
    * later is not judged from it yet, since its DELIVERED may still be on its way to the
@@ -140,29 +137,34 @@ export class StuckSweeper {
           LIMIT $3`,
         [new Date(now - minBudget - this.d.graceMs), new Date(now - this.d.graceMs), BATCH],
       );
-      const out: OutRecord[] = [];
-      const ids: Array<{ id: string; code: number }> = [];
-      const rowIds = res.rows.map((r) => r.message_id);
-      const acked = (await this.d.acked?.(rowIds)) ?? new Set<string>();
-      const working = (await this.d.inProgress?.(rowIds, now)) ?? new Set<string>();
+      const due: Array<{ row: Row; deadline: number }> = [];
       let heldBack = 0;
       for (const row of res.rows) {
         if (this.declared.has(row.message_id)) continue;
-        if (acked.has(row.message_id)) {
+        const deadline = stuckDeadline(row, this.d.budget);
+        if (deadline + this.d.graceMs > now) continue;
+        if (deadline > complete) {
+          heldBack++;
+          continue;
+        }
+        due.push({ row, deadline });
+      }
+      const verdicts = await this.d.markEnded?.(
+        due.map((x) => x.row.message_id),
+        now,
+      );
+      const out: OutRecord[] = [];
+      const ids: Array<{ id: string; code: number }> = [];
+      for (const { row, deadline } of due) {
+        if (verdicts?.acked.has(row.message_id)) {
           this.d.log.info(
             { message_id: row.message_id, status: row.status },
             'past its budget but acked by its agent: its DELIVERED is on the way, not declared DEAD',
           );
           continue;
         }
-        if (working.has(row.message_id)) {
+        if (verdicts?.working.has(row.message_id)) {
           this.d.log.debug({ message_id: row.message_id, status: row.status }, 'past its budget but its agent reports progress: not stuck');
-          continue;
-        }
-        const deadline = stuckDeadline(row, this.d.budget);
-        if (deadline + this.d.graceMs > now) continue;
-        if (deadline > complete) {
-          heldBack++;
           continue;
         }
         out.push(...this.deadRecords(row, deadline, now));
