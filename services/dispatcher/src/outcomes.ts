@@ -243,6 +243,12 @@ export class Outcomes {
         journaled = true;
         this.d.promoted?.(taken.promotions);
         recordDispatchSpan(this.tracer, ctx, agent, 'result', { seq: inflightSeq });
+      } else if ((await this.d.buffer.resultContext(agent, r.message_id)) === null) {
+        // Failed between the peek and the take (its deadline passed: retried elsewhere, or DEAD
+        // past its budget): a late answer, like a late ack. Producing DELIVERED now would give
+        // the message a second outcome. (Acked meanwhile, it has its result context: go on.)
+        this.late('ack', agent, inflightSeq, r.message_id);
+        return undefined;
       }
     }
     await this.d.outbox.send(out);

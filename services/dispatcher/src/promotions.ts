@@ -67,12 +67,25 @@ export class Promoter {
     });
   }
 
-  /** Promotions outside the consume loop: their events queued first, then the deliveries sent. */
-  handle(promotions: readonly Promotion[]): void {
+  /**
+   * Promotions outside the consume loop: their events queued first, then the deliveries sent —
+   * but not one whose ack deadline has already passed (it waited until its budget was spent,
+   * and the deadline never outlives the budget): the deadline sweeper fails it as it stands.
+   * Sent, its agent would run a task whose sender is told DEAD (`pnpm chaos --long` under
+   * overload: promoted 4 s past its deadline, then acked).
+   */
+  handle(promotions: readonly Promotion[], now: number = Date.now()): void {
     if (promotions.length === 0) return;
-    this.d.outbox.post(this.records(promotions), 'DELIVERING status of promoted deliveries', { agent_id: promotions[0]!.agent });
+    this.d.outbox.post(this.records(promotions, now), 'DELIVERING status of promoted deliveries', { agent_id: promotions[0]!.agent });
+    const live = promotions.filter((p) => p.deadline > now);
+    if (live.length < promotions.length)
+      this.d.log.info(
+        { agent_id: promotions[0]!.agent, count: promotions.length - live.length },
+        'promoted past their ack deadline: not sent, the deadline sweep ends them',
+      );
+    if (live.length === 0) return;
     this.d
-      .announce(this.announcements(promotions))
+      .announce(this.announcements(live))
       .catch((err: unknown) => this.d.log.warn({ err, agent_id: promotions[0]!.agent }, 'could not announce promoted deliveries; they stay buffered'));
   }
 }

@@ -163,7 +163,9 @@ export class Acceptor {
     const { quotas } = this.deps;
     const metered = quotas !== undefined && !admin;
     if (metered) {
-      const verdict = await quotas.admit(envelope);
+      // A Kafka record is metered at the time it was produced: a backlog consumed after an
+      // outage is not refused for being caught up with faster than it was written.
+      const verdict = await quotas.admit(envelope, s.via.kind === 'kafka' ? Number(s.via.record.timestamp) : undefined);
       if (verdict.kind === 'duplicate') return this.duplicate(s, verdict.messageId);
       if (verdict.kind === 'limited') return this.reject(s, verdict.error, now);
     }

@@ -12,42 +12,67 @@ export function bucketKey(producer: string): string {
 // Redis server's clock so instances with skewed clocks share one notion of "now". State is a
 // hash {tokens, ts(µs)}; the key expires once the bucket would be full again, which is the same
 // as no key at all, so idle producers cost no memory. A positive cost is a number of one-token
-// decisions taken at once: as many whole tokens as there are, up to it, are taken — what that
-// many single takes at the same instant would admit, for one script instead of one each.
-// KEYS[1] bucket · ARGV rate_per_s, burst, cost (negative: give tokens back)
-// → {admitted (1 for a give-back), wait_us until the next token when short, tokens·1000}
+// decisions taken at once, for one script instead of one each:
+// - without times (ARGV[4] ''), as many whole tokens as there are, up to it, are taken now —
+//   what that many single takes at the same instant would admit;
+// - with one time per decision (ARGV[4], µs, comma-separated; each never later than Redis's
+//   clock), each is decided at its own time, in order: a Kafka backlog consumed after an
+//   ingress outage is judged at the pace it was produced, not at the pace it is caught up
+//   with, so a producer that kept to its quota is not refused for the outage.
+// KEYS[1] bucket · ARGV rate_per_s, burst, cost (negative: give tokens back), times or ''
+// → {admitted (1 for a give-back), wait_us until the next token when short, tokens·1000,
+//    '1'/'0' per decision when timed, else ''}
 const TAKE_SCRIPT = `
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local server = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens = tonumber(s[1])
 local ts = tonumber(s[2])
-if tokens == nil or ts == nil then
-  tokens = burst
-  ts = now
-elseif now > ts then
-  tokens = math.min(burst, tokens + (now - ts) * rate / 1000000)
-  ts = now
-else
-  tokens = math.min(burst, tokens)
+local function refill(now)
+  if tokens == nil or ts == nil then
+    tokens = burst
+    ts = now
+  elseif now > ts then
+    tokens = math.min(burst, tokens + (now - ts) * rate / 1000000)
+    ts = now
+  else
+    tokens = math.min(burst, tokens)
+  end
 end
 local admitted = 0
 local wait_us = 0
+local bits = ''
 if cost <= 0 then
+  refill(server)
   tokens = math.min(burst, tokens - cost)
   admitted = 1
-else
+elseif ARGV[4] == '' then
+  refill(server)
   admitted = math.min(cost, math.floor(tokens))
   tokens = tokens - admitted
   if admitted < cost then wait_us = math.ceil((1 - tokens) * 1000000 / rate) end
+else
+  local out = {}
+  for at in string.gmatch(ARGV[4], '[^,]+') do
+    refill(math.min(server, tonumber(at)))
+    if tokens >= 1 then
+      tokens = tokens - 1
+      admitted = admitted + 1
+      out[#out + 1] = '1'
+    else
+      out[#out + 1] = '0'
+      wait_us = math.ceil((1 - tokens) * 1000000 / rate)
+    end
+  end
+  bits = table.concat(out)
 end
 redis.call('HSET', KEYS[1], 'tokens', string.format('%.6f', tokens), 'ts', string.format('%.0f', ts))
 local full_ms = math.ceil((burst - tokens) * 1000 / rate) + 1000
 redis.call('PEXPIRE', KEYS[1], math.min(full_ms, 86400000))
-return {admitted, wait_us, math.floor(tokens * 1000)}`;
+return {admitted, wait_us, math.floor(tokens * 1000), bits}`;
 
 const TAKE_SHA = createHash('sha1').update(TAKE_SCRIPT).digest('hex');
 
@@ -76,6 +101,8 @@ interface Taken {
   admitted: number;
   waitMs: number;
   local: boolean;
+  /** Per decision when they were timed (true: admitted); else the first `admitted` are. */
+  each?: readonly boolean[];
 }
 
 /**
@@ -98,7 +125,7 @@ export class QuotaBuckets {
   private probeAt = 0;
   private probing = false;
   private readonly local = new Map<string, BucketState>();
-  private readonly queued = new Map<string, { limit: QuotaLimit; waiters: Array<(d: BucketDecision) => void> }>();
+  private readonly queued = new Map<string, { limit: QuotaLimit; waiters: Array<(d: BucketDecision) => void>; times: Array<number | undefined> }>();
   private flushScheduled = false;
 
   constructor(
@@ -107,13 +134,18 @@ export class QuotaBuckets {
     private readonly events: BucketEvents = { degraded: () => undefined, localDecision: () => undefined },
   ) {}
 
-  /** Takes one token from the producer's bucket (or, with cost -1, gives one back). */
-  take(producer: string, limit: QuotaLimit, cost = 1): Promise<BucketDecision> {
+  /**
+   * Takes one token from the producer's bucket (or, with cost -1, gives one back). `atMs`: when
+   * the message was produced (a Kafka record's timestamp), the bucket's clock for it; never
+   * later than now. Unset: now.
+   */
+  take(producer: string, limit: QuotaLimit, cost = 1, atMs?: number): Promise<BucketDecision> {
     if (cost !== 1) return this.decide(producer, limit, cost).then((t) => ({ allowed: t.admitted > 0, waitMs: t.waitMs, local: t.local }));
     return new Promise((resolve) => {
       let q = this.queued.get(producer);
-      if (!q) this.queued.set(producer, (q = { limit, waiters: [] }));
+      if (!q) this.queued.set(producer, (q = { limit, waiters: [], times: [] }));
       q.waiters.push(resolve);
+      q.times.push(atMs);
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         // After this macrotask's microtasks: every decision asked for meanwhile goes along.
@@ -126,28 +158,30 @@ export class QuotaBuckets {
     this.flushScheduled = false;
     const queued = [...this.queued];
     this.queued.clear();
-    for (const [producer, { limit, waiters }] of queued) {
-      void this.decide(producer, limit, waiters.length).then((t) =>
+    for (const [producer, { limit, waiters, times }] of queued) {
+      // Timed only when every decision has a time; otherwise all are decided now.
+      const at = times.every((x) => x !== undefined) ? (times as number[]) : undefined;
+      void this.decide(producer, limit, waiters.length, at).then((t) =>
         waiters.forEach((resolve, i) =>
-          resolve(i < t.admitted ? { allowed: true, waitMs: 0, local: t.local } : { allowed: false, waitMs: t.waitMs, local: t.local }),
+          resolve((t.each ? t.each[i] : i < t.admitted) ? { allowed: true, waitMs: 0, local: t.local } : { allowed: false, waitMs: t.waitMs, local: t.local }),
         ),
       );
     }
   }
 
-  /** `count` one-token decisions in one script (or a give-back, count ≤ 0); never rejects. */
-  private async decide(producer: string, limit: QuotaLimit, count: number): Promise<Taken> {
+  /** `count` one-token decisions in one script (or a give-back, count ≤ 0), at `times` when given; never rejects. */
+  private async decide(producer: string, limit: QuotaLimit, count: number, times?: readonly number[]): Promise<Taken> {
     const now = Date.now();
-    if (!this.healthy && (this.probing || now < this.probeAt)) return this.takeLocal(producer, limit, now, count);
+    if (!this.healthy && (this.probing || now < this.probeAt)) return this.takeLocal(producer, limit, count, times);
     const probe = !this.healthy;
     if (probe) this.probing = true;
     try {
-      const [admitted, waitUs] = await this.evalTake(producer, limit, count);
+      const [admitted, waitUs, , bits] = await this.evalTake(producer, limit, count, times);
       if (probe) this.recovered();
-      return { admitted, waitMs: Math.ceil(waitUs / 1000), local: false };
+      return { admitted, waitMs: Math.ceil(waitUs / 1000), local: false, ...(bits ? { each: [...bits].map((b) => b === '1') } : {}) };
     } catch (err) {
       this.failed(err, now);
-      return this.takeLocal(producer, limit, Date.now(), count);
+      return this.takeLocal(producer, limit, count, times);
     } finally {
       if (probe) this.probing = false;
     }
@@ -157,35 +191,36 @@ export class QuotaBuckets {
     return !this.healthy;
   }
 
-  private async evalTake(producer: string, limit: QuotaLimit, cost: number): Promise<[number, number, number]> {
-    const args = [bucketKey(producer), String(limit.ratePerS), String(limit.burst), String(cost)];
+  private async evalTake(producer: string, limit: QuotaLimit, cost: number, times?: readonly number[]): Promise<[number, number, number, string]> {
+    const timed = times === undefined ? '' : times.map((t) => String(Math.floor(t) * 1000)).join(',');
+    const args = [bucketKey(producer), String(limit.ratePerS), String(limit.burst), String(cost), timed];
     try {
-      return (await this.redis.evalsha(TAKE_SHA, 1, ...args)) as [number, number, number];
+      return (await this.redis.evalsha(TAKE_SHA, 1, ...args)) as [number, number, number, string];
     } catch (err) {
       // First use on this server (or after SCRIPT FLUSH / a failover): load it by sending it.
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return (await this.redis.eval(TAKE_SCRIPT, 1, ...args)) as [number, number, number];
+      return (await this.redis.eval(TAKE_SCRIPT, 1, ...args)) as [number, number, number, string];
     }
   }
 
-  private takeLocal(producer: string, limit: QuotaLimit, now: number, count: number): Taken {
+  private takeLocal(producer: string, limit: QuotaLimit, count: number, times?: readonly number[]): Taken {
+    const now = Date.now();
     let state = this.local.get(producer);
     let admitted = 0;
     let waitMs = 0;
-    // A give-back is one step; `count` decisions are that many one-token steps.
+    const each: boolean[] = [];
+    // A give-back is one step; `count` decisions are that many one-token steps, each at its time.
     for (let i = 0; i < Math.max(1, count); i++) {
-      const r = takeTokens(state, limit, now, count <= 0 ? count : 1);
+      const r = takeTokens(state, limit, Math.min(now, times?.[i] ?? now), count <= 0 ? count : 1);
       state = r.state;
-      if (!r.allowed) {
-        waitMs = r.waitMs;
-        break;
-      }
-      admitted++;
+      each.push(r.allowed);
+      if (r.allowed) admitted++;
+      else waitMs = r.waitMs;
+      this.events.localDecision();
     }
-    for (let i = 0; i < Math.max(1, count); i++) this.events.localDecision();
     this.local.set(producer, state!);
     if (this.local.size > MAX_LOCAL_BUCKETS) this.evictFull(now, limit);
-    return { admitted, waitMs, local: true };
+    return { admitted, waitMs, local: true, each };
   }
 
   private evictFull(now: number, limit: QuotaLimit): void {

@@ -13,7 +13,8 @@ export type QuotaVerdict =
 
 /** What the Acceptor asks of quotas; absent, producers are not rate-limited. */
 export interface QuotaGate {
-  admit(envelope: Envelope): Promise<QuotaVerdict>;
+  /** `atMs`: when the message was produced (a Kafka record's timestamp); unset: now. */
+  admit(envelope: Envelope, atMs?: number): Promise<QuotaVerdict>;
   /** Returns the token of an admitted message that turned out to be a duplicate. */
   giveBack(producer: string): Promise<void>;
 }
@@ -36,9 +37,9 @@ export class Quotas implements QuotaGate {
     private readonly holderOf: KeyHolder,
   ) {}
 
-  async admit(env: Envelope): Promise<QuotaVerdict> {
+  async admit(env: Envelope, atMs?: number): Promise<QuotaVerdict> {
     const limit = this.overrides.limitFor(env.producer);
-    const decision = await this.buckets.take(env.producer, limit);
+    const decision = await this.buckets.take(env.producer, limit, 1, atMs);
     if (decision.allowed) return { kind: 'admitted' };
     if (env.idempotency_key !== null && !this.buckets.degraded) {
       const holder = await this.holderOf(env.producer, env.idempotency_key);

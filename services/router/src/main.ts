@@ -3,7 +3,7 @@ import { CIRCUIT_OPTIONS, CircuitBreakers, CircuitCache, circuitPolicy } from '@
 import type { Envelope } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type StageHandlerContext } from '@reach/kafka';
 import { budgetPolicyOf, readHints, ruleFactsOf, type RoutingConfig } from '@reach/routing';
-import { AlertThrottle, alertRecord, AuditLog, forMessage, runService, type ServiceContext } from '@reach/service-kit';
+import { AlertThrottle, alertRecord, AuditLog, runService, type ServiceContext } from '@reach/service-kit';
 import { createPgPool, createRedis, type Redis } from '@reach/store';
 import { routeWithCircuits } from './circuit-gate.js';
 import { KeyedSerializer } from './keyed-serializer.js';
@@ -185,14 +185,15 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     span.setAttributes(routeSpanAttributes(decision, rule?.name ?? null, hints.attempt, envelope.message_id));
     const failure = routeSpanError(decision, hints.rejectOnSaturation);
     if (failure) span.fail(failure);
-    const log = forMessage(ctx.log, envelope);
-    for (const agentId of probes) log.info({ agent_id: agentId, attempt: hints.attempt }, 'half-open circuit probe sent');
-    if (decision.kind === 'routed') log.debug({ agent_id: decision.agentId, strategy: decision.trace.strategy, attempt: hints.attempt }, 'routed');
-    else if (decision.kind === 'fanout') log.debug({ copies: decision.agentIds.length, attempt: hints.attempt }, 'fanned out');
+    // The message's ids go into each line rather than into a child logger: a child per message
+    // cost its bindings' serialisation even when, as for every routed message, nothing is logged.
+    const ids = { trace_id: envelope.trace_id, message_id: envelope.message_id, attempt: hints.attempt };
+    for (const agentId of probes) ctx.log.info({ ...ids, agent_id: agentId }, 'half-open circuit probe sent');
+    if (decision.kind === 'routed') ctx.log.debug({ ...ids, agent_id: decision.agentId, strategy: decision.trace.strategy }, 'routed');
+    else if (decision.kind === 'fanout') ctx.log.debug({ ...ids, copies: decision.agentIds.length }, 'fanned out');
     // A saturation hold comes round every REACH_SATURATION_RETRY_MS while it lasts: debug, not info.
-    else if (decision.kind === 'saturated' && !hints.rejectOnSaturation)
-      log.debug({ attempt: hints.attempt, candidates: decision.candidates }, 'held: saturated');
-    else log.info({ outcome: decision.kind, attempt: hints.attempt, ...(decision.kind === 'no_route' ? { why: decision.why } : {}) }, 'not routed');
+    else if (decision.kind === 'saturated' && !hints.rejectOnSaturation) ctx.log.debug({ ...ids, candidates: decision.candidates }, 'held: saturated');
+    else ctx.log.info({ ...ids, outcome: decision.kind, ...(decision.kind === 'no_route' ? { why: decision.why } : {}) }, 'not routed');
     return records;
   };
 

@@ -3,6 +3,7 @@ import { silentLogger } from '@reach/core';
 import { testClient, uniqueName } from '@reach/sdk/testing';
 import { ACK_JOURNAL, createRedis, type Redis } from '@reach/store';
 import { adminToken, stack, urls } from '../../helpers/env.js';
+import { countingCalls } from '../../helpers/counting.js';
 import { eventually } from '../../helpers/wait.js';
 import { ReplayBuffer } from '../../../services/dispatcher/dist/replay-buffer.js';
 import { deregisterAgents, registeredAgent } from './harness.js';
@@ -48,24 +49,14 @@ describe('the ack journal', () => {
   });
 
   it('acks settled at once leave the journal in one write', async () => {
-    let writes = 0;
-    const counting = new Proxy(redis, {
-      get(target, prop) {
-        const v = Reflect.get(target, prop) as unknown;
-        if (typeof v !== 'function') return v;
-        return (...args: unknown[]) => {
-          if (prop === 'multi') writes++;
-          return (v as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-    });
-    const buffer = new ReplayBuffer(counting, 60);
+    const counting = countingCalls(redis, ['multi']);
+    const buffer = new ReplayBuffer(counting.proxy, 60);
     const ids = Array.from({ length: 30 }, (_, i) => `${uniqueName('journal-batch')}-${i}`);
     // Fresh: the running dispatcher's journal sweep leaves acks younger than its grace alone.
     const at = Date.now();
     await ids.reduce((m, id) => m.hset(ACK_JOURNAL.acked, id, `it.agent|1|${at}|{}`).zadd(ACK_JOURNAL.ackedAt, at, id), redis.multi()).exec();
     await Promise.all(ids.map((id) => buffer.settleAck(id)));
-    expect(writes).toBe(1);
+    expect(counting.calls()).toBe(1);
     expect(await redis.hmget(ACK_JOURNAL.acked, ...ids)).toEqual(ids.map(() => null));
     expect(await Promise.all(ids.map((id) => redis.zscore(ACK_JOURNAL.ackedAt, id)))).toEqual(ids.map(() => null));
   });

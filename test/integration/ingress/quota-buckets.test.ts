@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../packages/core/dist/index.js';
 import { createRedis, type Redis } from '../../../packages/store/dist/index.js';
 import { bucketKey, QuotaBuckets } from '../../../services/ingress/dist/quota-buckets.js';
+import { countingCalls } from '../../helpers/counting.js';
 import { stack, uniq } from '../../helpers/env.js';
 
 // The shared token buckets of ingress (SPEC R-D7) on the real Redis: one Lua script per
@@ -49,18 +50,8 @@ describe('QuotaBuckets on Redis', () => {
 
   it('decisions asked for one producer in the same tick share one script, admitted in the order asked', async () => {
     await ready(redisA);
-    let scripts = 0;
-    const counting = new Proxy(redisA, {
-      get(target, prop) {
-        const v = Reflect.get(target, prop) as unknown;
-        if (typeof v !== 'function') return v;
-        return (...args: unknown[]) => {
-          if (prop === 'evalsha' || prop === 'eval') scripts++;
-          return (v as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-    });
-    const buckets = new QuotaBuckets(counting, silentLogger);
+    const counting = countingCalls(redisA, ['evalsha', 'eval']);
+    const buckets = new QuotaBuckets(counting.proxy, silentLogger);
     const producer = uniq('it.bucket.batch');
     const other = uniq('it.bucket.batch-other');
     const limit = { ratePerS: 1, burst: 10 };
@@ -69,8 +60,8 @@ describe('QuotaBuckets on Redis', () => {
       ...Array.from({ length: 3 }, () => buckets.take(other, limit)),
     ]);
     // One script per producer (a first call on a fresh server may be sent again as EVAL).
-    expect(scripts).toBeGreaterThanOrEqual(2);
-    expect(scripts).toBeLessThanOrEqual(4);
+    expect(counting.calls()).toBeGreaterThanOrEqual(2);
+    expect(counting.calls()).toBeLessThanOrEqual(4);
     const mine = decisions.slice(0, 25);
     expect(mine.map((d) => d.allowed)).toEqual([...Array<boolean>(10).fill(true), ...Array<boolean>(15).fill(false)]);
     expect(mine.every((d) => !d.local)).toBe(true);
@@ -79,6 +70,32 @@ describe('QuotaBuckets on Redis', () => {
     expect(decisions.slice(25).every((d) => d.allowed)).toBe(true);
     // The bucket holds what ten single takes would have left: no token, or a fraction refilled.
     expect(Number((await redisA.hgetall(bucketKey(producer))).tokens)).toBeLessThan(1);
+  });
+
+  it('a Kafka backlog is judged at the times it was produced, not the time it is caught up with', async () => {
+    await ready(redisA);
+    const buckets = new QuotaBuckets(redisA, silentLogger);
+    const limit = { ratePerS: 10, burst: 5 };
+    const start = Date.now() - 5_000;
+    // 30 messages produced at 10/s (within the quota), consumed at once after an outage: all admitted.
+    const compliant = uniq('it.bucket.backlog');
+    const kept = await Promise.all(Array.from({ length: 30 }, (_, i) => buckets.take(compliant, limit, 1, start + i * 100)));
+    expect(kept.filter((d) => d.allowed)).toHaveLength(30);
+    // The same 30 without their times are decided now: only the burst.
+    const untimed = uniq('it.bucket.untimed');
+    const now = await Promise.all(Array.from({ length: 30 }, () => buckets.take(untimed, limit)));
+    expect(now.filter((d) => d.allowed)).toHaveLength(5);
+    // Produced at 20/s for 1.5 s: the burst and what 10/s refilled are admitted, in time order, the rest refused.
+    const fast = uniq('it.bucket.fast');
+    const over = await Promise.all(Array.from({ length: 30 }, (_, i) => buckets.take(fast, limit, 1, start + i * 50)));
+    const admitted = over.filter((d) => d.allowed).length;
+    expect(admitted).toBeGreaterThanOrEqual(5 + 14);
+    expect(admitted).toBeLessThanOrEqual(5 + 15);
+    expect(over.slice(0, 5).every((d) => d.allowed)).toBe(true);
+    // A time in the future is taken as now: no tokens claimed ahead of the clock.
+    const future = uniq('it.bucket.future');
+    const ahead = await Promise.all(Array.from({ length: 30 }, (_, i) => buckets.take(future, limit, 1, Date.now() + 60_000 + i * 1000)));
+    expect(ahead.filter((d) => d.allowed).length).toBeLessThanOrEqual(6);
   });
 
   it('keeps one hash-tagged key per producer that expires once the bucket would be full again', async () => {

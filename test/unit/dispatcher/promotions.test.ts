@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { silentLogger } from '@reach/core';
+import type { Envelope, SchemaCodec } from '@reach/envelope';
+import { Promoter } from '../../../services/dispatcher/dist/promotions.js';
+import { buildEntry, entryPartsOf } from '../../../services/dispatcher/dist/entry.js';
+import type { Announcement } from '../../../services/dispatcher/dist/announcer.js';
+import { dispatcherMetrics } from '../../../services/dispatcher/dist/metrics.js';
+import { ServiceMetrics } from '../../../packages/service-kit/dist/index.js';
+import { testEnvelope } from '../../helpers/envelope.js';
+
+// A waiting delivery promoted into a free slot is sent like a fresh one — unless its ack
+// deadline (never later than its budget) has already passed while it waited: its agent would
+// run a task the deadline sweep is about to end DEAD.
+const codec = { encode: () => Buffer.alloc(8), schemaId: () => 1 } as unknown as SchemaCodec;
+
+function promotion(seq: number, deadline: number) {
+  const envelope = testEnvelope({ capability: 'c' }) as unknown as Envelope;
+  const parts = entryPartsOf(
+    {
+      message_id: envelope.message_id,
+      parent_message_id: null,
+      agent_id: 'agent.a',
+      attempt: 0,
+      routed_at: 0,
+      deadline_at: deadline,
+      budget_deadline_at: null,
+      rule: null,
+      envelope,
+    },
+    60,
+  );
+  return { agent: 'agent.a', seq, entry: buildEntry(parts.head, seq, parts.suffix), lane: 1 as const, queuedAt: 0, deadline };
+}
+
+describe('promoted deliveries', () => {
+  it('go out with their DELIVERING event, but not those already past their ack deadline', async () => {
+    const posted: unknown[][] = [];
+    const announced: Announcement[][] = [];
+    const promoter = new Promoter({
+      codec,
+      service: 'dispatcher',
+      instance: 'd1',
+      outbox: { post: (records: unknown[]) => posted.push(records) } as never,
+      metrics: dispatcherMetrics(new ServiceMetrics('dispatcher')),
+      log: silentLogger,
+      announce: async (items) => void announced.push([...items]),
+    });
+    const now = 1_800_000_000_000;
+    promoter.handle([promotion(1, now - 4_000), promotion(2, now + 5_000), promotion(3, now)], now);
+    await Promise.resolve();
+    expect(posted.flat()).toHaveLength(3);
+    expect(announced.flat().map((a) => a.seq)).toEqual([2]);
+    promoter.handle([promotion(4, now - 1)], now);
+    expect(announced.flat().map((a) => a.seq)).toEqual([2]);
+  });
+});
