@@ -54,6 +54,9 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
   const maxBatch = opts.maxBatch ?? 1000;
   const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal, opts.fetchWait ?? { maxWaitMs: IDLE_FETCH_WAIT_MS });
   const lingerMs = opts.fetchWait?.lingerMs ?? 0;
+  // A stop ends the lingers at once: it waits for the batches in hand.
+  const lingering = new Set<() => void>();
+  let stopping = false;
   const committer = new OffsetCommitter(consumer, log);
   const handleAndProduce = async (records: readonly InRecord[]): Promise<void> => {
     await produceAll(opts.producer, await opts.handleBatch(records));
@@ -80,7 +83,18 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
       await committer.done(last.topic, last.partition, last.offset);
       await heartbeat();
     }
-    if (lingerMs > 0 && msgs.length < maxBatch && isRunning() && !isStale()) await new Promise((r) => setTimeout(r, lingerMs));
+    // Only at the head of the log: with records still waiting (a backlog) the next fetch goes at once.
+    if (lingerMs > 0 && batch.offsetLag() === '0' && !stopping && isRunning() && !isStale()) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, lingerMs);
+        function done(): void {
+          clearTimeout(timer);
+          lingering.delete(done);
+          resolve();
+        }
+        lingering.add(done);
+      });
+    }
   };
 
   await consumer.connect();
@@ -92,5 +106,11 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
     eachBatch,
   });
   log.info({ topics: opts.topics }, 'batch stage consuming');
-  return { stop: () => committer.stopConsumer() };
+  return {
+    stop: () => {
+      stopping = true;
+      for (const wake of [...lingering]) wake();
+      return committer.stopConsumer();
+    },
+  };
 }

@@ -58,8 +58,9 @@ export interface FetchWait {
   maxWaitMs: number;
   minBytes?: number;
   /**
-   * A linger on this side instead (runBatchStage): after a fetch that did not fill a batch, the
-   * next one is asked for this much later, so it gathers that much more. Unlike a broker-side
+   * A linger on this side instead (runBatchStage): after a fetch that reached the head of the
+   * log, the next one is asked for this much later, so it gathers that much more (with records
+   * still waiting — a backlog — at once). Unlike a broker-side
    * gather (minBytes with a short maxWaitMs), an idle consumer still asks only every maxWaitMs.
    */
   lingerMs?: number;

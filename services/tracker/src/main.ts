@@ -21,8 +21,8 @@ const PARTITION_CHECK_MS = 24 * 3600 * 1000;
 // outcome independent of the order.
 const PARALLEL_PARTITIONS = 3;
 /**
- * After a fetch that did not fill a batch the tracker waits 100 ms before the next, which then
- * brings what arrived meanwhile. A message's four events arrive within milliseconds of each
+ * After a fetch that reached the head of its partitions the tracker waits 100 ms before the next,
+ * which then brings what arrived meanwhile (with a backlog it fetches again at once). A message's four events arrive within milliseconds of each
  * other, so most of them fold into one upsert of its row instead of four (each a non-HOT update
  * touching every index of `messages`), and each partition commits a transaction every 100 ms
  * instead of after every small fetch. The read model lags by at most that much more. The wait is

@@ -212,7 +212,7 @@ describe('runBatchStage: together, linger', () => {
     }
   });
 
-  it('lingers after a fetch that did not fill a batch, so a trickle is handled in fewer, larger calls', async () => {
+  it('lingers after a fetch that reached the head of the log, so a trickle is handled in fewer, larger calls', async () => {
     const input = uniq('it.linger');
     await admin.createTopics({ topics: [{ topic: input, numPartitions: 1 }], waitForLeaders: false });
     await waitForLeaders(admin, [input]);
@@ -243,6 +243,40 @@ describe('runBatchStage: together, linger', () => {
       expect(calls.flat().map((r) => Number(r.value!.toString()))).toEqual(Array.from({ length: 30 }, (_, i) => i));
       // A call at most every ~400 ms over ~1.5 s of sends (plus the first record's own call).
       expect(calls.length).toBeLessThanOrEqual(7);
+    } finally {
+      await running.stop();
+    }
+  });
+
+  it('does not linger while a backlog waits: only at the head of the log', async () => {
+    const input = uniq('it.linger-backlog');
+    await admin.createTopics({ topics: [{ topic: input, numPartitions: 1 }], waitForLeaders: false });
+    await waitForLeaders(admin, [input]);
+    topics.push(input);
+    // ~4 MiB written before the stage starts: several fetches of at most 1 MiB each.
+    const value = 'x'.repeat(100_000);
+    for (let i = 0; i < 4; i++)
+      await producer.send({ topic: input, messages: Array.from({ length: 10 }, (_, j) => ({ key: 'k', value: `${i * 10 + j}:${value}` })) });
+    const calls: InRecord[][] = [];
+    const running = await runBatchStage({
+      kafka,
+      producer,
+      groupId: uniq('g'),
+      topics: [input],
+      logger: silentLogger,
+      fetchWait: { maxWaitMs: 1000, lingerMs: 30_000 },
+      handleBatch: async (records) => {
+        calls.push([...records]);
+        return [];
+      },
+      onFatal: (err) => {
+        throw err;
+      },
+    });
+    try {
+      // Lingering 30 s between the fetches of the backlog would miss this by far.
+      await eventually('the backlog consumed', async () => calls.flat().length >= 40, 20_000);
+      expect(calls.length).toBeGreaterThan(1);
     } finally {
       await running.stop();
     }
