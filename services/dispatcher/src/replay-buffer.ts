@@ -233,6 +233,16 @@ function promotionsOf(agent: string, flat: ReadonlyArray<string | number>, from:
 
 export class ReplayBuffer {
   private readonly scripts: ScriptCommands;
+  /** Acks whose DELIVERED is produced, leaving the journal together (settleAck). */
+  private readonly settles = new GroupCommit<string>(async (ids) => {
+    await call('settle ack', () =>
+      this.redis
+        .multi()
+        .hdel(keys.acked, ...ids)
+        .zrem(keys.ackedAt, ...ids)
+        .exec(),
+    );
+  });
 
   constructor(
     private readonly redis: Redis,
@@ -529,16 +539,6 @@ export class ReplayBuffer {
   settleAck(messageId: string): Promise<void> {
     return this.settles.add([messageId]);
   }
-
-  private readonly settles = new GroupCommit<string>(async (ids) => {
-    await call('settle ack', () =>
-      this.redis
-        .multi()
-        .hdel(keys.acked, ...ids)
-        .zrem(keys.ackedAt, ...ids)
-        .exec(),
-    );
-  });
 
   /** Journaled acks by message id (undefined: not journaled, or its DELIVERED is written). */
   async journaledAcks(messageIds: readonly string[]): Promise<Array<JournaledAck | undefined>> {

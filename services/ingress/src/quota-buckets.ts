@@ -12,16 +12,14 @@ export function bucketKey(producer: string): string {
 // Redis server's clock so instances with skewed clocks share one notion of "now". State is a
 // hash {tokens, ts(µs)}; the key expires once the bucket would be full again, which is the same
 // as no key at all, so idle producers cost no memory. A positive cost is a number of one-token
-// decisions taken at once, for one script instead of one each:
-// - without times (ARGV[4] ''), as many whole tokens as there are, up to it, are taken now —
-//   what that many single takes at the same instant would admit;
-// - with one time per decision (ARGV[4], µs, comma-separated; each never later than Redis's
-//   clock), each is decided at its own time, in order: a Kafka backlog consumed after an
-//   ingress outage is judged at the pace it was produced, not at the pace it is caught up
-//   with, so a producer that kept to its quota is not refused for the outage.
-// KEYS[1] bucket · ARGV rate_per_s, burst, cost (negative: give tokens back), times or ''
+// decisions taken at once, for one script instead of one each, in order, each at its own time
+// (ARGV[4], comma-separated: µs, never later than Redis's clock, or 'n' for now). A Kafka
+// backlog consumed after an ingress outage is so judged at the pace it was produced, not at the
+// pace it is caught up with, and a producer that kept to its quota is not refused for the
+// outage; HTTP submissions are decided now.
+// KEYS[1] bucket · ARGV rate_per_s, burst, cost (negative: give tokens back), times
 // → {admitted (1 for a give-back), wait_us until the next token when short, tokens·1000,
-//    '1'/'0' per decision when timed, else ''}
+//    '1'/'0' per decision ('' for a give-back)}
 const TAKE_SCRIPT = `
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
@@ -49,15 +47,10 @@ if cost <= 0 then
   refill(server)
   tokens = math.min(burst, tokens - cost)
   admitted = 1
-elseif ARGV[4] == '' then
-  refill(server)
-  admitted = math.min(cost, math.floor(tokens))
-  tokens = tokens - admitted
-  if admitted < cost then wait_us = math.ceil((1 - tokens) * 1000000 / rate) end
 else
   local out = {}
   for at in string.gmatch(ARGV[4], '[^,]+') do
-    refill(math.min(server, tonumber(at)))
+    refill(at == 'n' and server or math.min(server, tonumber(at)))
     if tokens >= 1 then
       tokens = tokens - 1
       admitted = admitted + 1
@@ -101,9 +94,12 @@ interface Taken {
   admitted: number;
   waitMs: number;
   local: boolean;
-  /** Per decision when they were timed (true: admitted); else the first `admitted` are. */
-  each?: readonly boolean[];
+  /** Per decision, in order (true: admitted); empty for a give-back. */
+  each: readonly boolean[];
 }
+
+/** When each decision is taken, in ms (unset: now, which the take script reads as Redis's clock). */
+type Times = ReadonlyArray<number | undefined>;
 
 /**
  * Per-producer token buckets shared by every ingress instance (SPEC R-D7): a Lua script in
@@ -159,18 +155,16 @@ export class QuotaBuckets {
     const queued = [...this.queued];
     this.queued.clear();
     for (const [producer, { limit, waiters, times }] of queued) {
-      // Timed only when every decision has a time; otherwise all are decided now.
-      const at = times.every((x) => x !== undefined) ? (times as number[]) : undefined;
-      void this.decide(producer, limit, waiters.length, at).then((t) =>
+      void this.decide(producer, limit, waiters.length, times).then((t) =>
         waiters.forEach((resolve, i) =>
-          resolve((t.each ? t.each[i] : i < t.admitted) ? { allowed: true, waitMs: 0, local: t.local } : { allowed: false, waitMs: t.waitMs, local: t.local }),
+          resolve(t.each[i] ? { allowed: true, waitMs: 0, local: t.local } : { allowed: false, waitMs: t.waitMs, local: t.local }),
         ),
       );
     }
   }
 
-  /** `count` one-token decisions in one script (or a give-back, count ≤ 0), at `times` when given; never rejects. */
-  private async decide(producer: string, limit: QuotaLimit, count: number, times?: readonly number[]): Promise<Taken> {
+  /** `count` one-token decisions in one script (or a give-back, count ≤ 0), each at its time (unset: now); never rejects. */
+  private async decide(producer: string, limit: QuotaLimit, count: number, times: Times = []): Promise<Taken> {
     const now = Date.now();
     if (!this.healthy && (this.probing || now < this.probeAt)) return this.takeLocal(producer, limit, count, times);
     const probe = !this.healthy;
@@ -178,7 +172,7 @@ export class QuotaBuckets {
     try {
       const [admitted, waitUs, , bits] = await this.evalTake(producer, limit, count, times);
       if (probe) this.recovered();
-      return { admitted, waitMs: Math.ceil(waitUs / 1000), local: false, ...(bits ? { each: [...bits].map((b) => b === '1') } : {}) };
+      return { admitted, waitMs: Math.ceil(waitUs / 1000), local: false, each: [...bits].map((b) => b === '1') };
     } catch (err) {
       this.failed(err, now);
       return this.takeLocal(producer, limit, count, times);
@@ -191,8 +185,8 @@ export class QuotaBuckets {
     return !this.healthy;
   }
 
-  private async evalTake(producer: string, limit: QuotaLimit, cost: number, times?: readonly number[]): Promise<[number, number, number, string]> {
-    const timed = times === undefined ? '' : times.map((t) => String(Math.floor(t) * 1000)).join(',');
+  private async evalTake(producer: string, limit: QuotaLimit, cost: number, times: Times): Promise<[number, number, number, string]> {
+    const timed = Array.from({ length: Math.max(1, cost) }, (_, i) => (times[i] === undefined ? 'n' : String(Math.floor(times[i]!) * 1000))).join(',');
     const args = [bucketKey(producer), String(limit.ratePerS), String(limit.burst), String(cost), timed];
     try {
       return (await this.redis.evalsha(TAKE_SHA, 1, ...args)) as [number, number, number, string];
@@ -203,7 +197,7 @@ export class QuotaBuckets {
     }
   }
 
-  private takeLocal(producer: string, limit: QuotaLimit, count: number, times?: readonly number[]): Taken {
+  private takeLocal(producer: string, limit: QuotaLimit, count: number, times: Times): Taken {
     const now = Date.now();
     let state = this.local.get(producer);
     let admitted = 0;
@@ -211,7 +205,7 @@ export class QuotaBuckets {
     const each: boolean[] = [];
     // A give-back is one step; `count` decisions are that many one-token steps, each at its time.
     for (let i = 0; i < Math.max(1, count); i++) {
-      const r = takeTokens(state, limit, Math.min(now, times?.[i] ?? now), count <= 0 ? count : 1);
+      const r = takeTokens(state, limit, Math.min(now, times[i] ?? now), count <= 0 ? count : 1);
       state = r.state;
       each.push(r.allowed);
       if (r.allowed) admitted++;

@@ -157,29 +157,30 @@ describe('runStage', () => {
 // one fetch reach the handler in one call, every record exactly once and in order within its
 // partition, and the offsets are committed only after the call.
 describe('runBatchStage: together, linger', () => {
-  it('hands the partitions of a fetch to one call, each record once, in partition order, then commits', async () => {
-    const input = uniq('it.batch');
-    await admin.createTopics({ topics: [{ topic: input, numPartitions: 6 }], waitForLeaders: false });
-    await waitForLeaders(admin, [input]);
-    topics.push(input);
-    // Written before the stage starts: its first fetch finds all six partitions full.
-    const perPartition = 50;
-    for (let p = 0; p < 6; p++) {
-      await producer.send({
-        topic: input,
-        messages: Array.from({ length: perPartition }, (_, i) => ({ partition: p, key: `k${p}`, value: `${p}:${i}` })),
-      });
-    }
+  async function newTopic(prefix: string, numPartitions: number): Promise<string> {
+    const topic = uniq(prefix);
+    await admin.createTopics({ topics: [{ topic, numPartitions }], waitForLeaders: false });
+    await waitForLeaders(admin, [topic]);
+    topics.push(topic);
+    return topic;
+  }
+
+  /** A batch stage on `input` that records every handler call's records and produces nothing. */
+  async function recordingStage(
+    input: string,
+    options: Pick<Parameters<typeof runBatchStage>[0], 'partitionsConsumedConcurrently' | 'together' | 'fetchWait'> & {
+      groupId?: string;
+    },
+  ) {
     const calls: InRecord[][] = [];
-    const groupId = uniq('g');
+    const { groupId = uniq('g'), ...rest } = options;
     const running = await runBatchStage({
       kafka,
       producer,
       groupId,
       topics: [input],
       logger: silentLogger,
-      partitionsConsumedConcurrently: 6,
-      together: true,
+      ...rest,
       handleBatch: async (records) => {
         calls.push([...records]);
         return [];
@@ -188,6 +189,21 @@ describe('runBatchStage: together, linger', () => {
         throw err;
       },
     });
+    return { calls, running };
+  }
+
+  it('hands the partitions of a fetch to one call, each record once, in partition order, then commits', async () => {
+    const input = await newTopic('it.batch', 6);
+    // Written before the stage starts: its first fetch finds all six partitions full.
+    const perPartition = 50;
+    for (let p = 0; p < 6; p++) {
+      await producer.send({
+        topic: input,
+        messages: Array.from({ length: perPartition }, (_, i) => ({ partition: p, key: `k${p}`, value: `${p}:${i}` })),
+      });
+    }
+    const groupId = uniq('g');
+    const { calls, running } = await recordingStage(input, { groupId, partitionsConsumedConcurrently: 6, together: true });
     try {
       await eventually('all consumed', async () => calls.flat().length >= 6 * perPartition, 30_000);
       const seen = calls.flat().map((r) => r.value!.toString());
@@ -213,26 +229,8 @@ describe('runBatchStage: together, linger', () => {
   });
 
   it('lingers after a fetch that reached the head of the log, so a trickle is handled in fewer, larger calls', async () => {
-    const input = uniq('it.linger');
-    await admin.createTopics({ topics: [{ topic: input, numPartitions: 1 }], waitForLeaders: false });
-    await waitForLeaders(admin, [input]);
-    topics.push(input);
-    const calls: InRecord[][] = [];
-    const running = await runBatchStage({
-      kafka,
-      producer,
-      groupId: uniq('g'),
-      topics: [input],
-      logger: silentLogger,
-      fetchWait: { maxWaitMs: 1000, lingerMs: 400 },
-      handleBatch: async (records) => {
-        calls.push([...records]);
-        return [];
-      },
-      onFatal: (err) => {
-        throw err;
-      },
-    });
+    const input = await newTopic('it.linger', 1);
+    const { calls, running } = await recordingStage(input, { fetchWait: { maxWaitMs: 1000, lingerMs: 400 } });
     try {
       // 30 records, one every 50 ms (1.5 s): without the linger each fetch brings one or two.
       for (let i = 0; i < 30; i++) {
@@ -249,30 +247,12 @@ describe('runBatchStage: together, linger', () => {
   });
 
   it('does not linger while a backlog waits: only at the head of the log', async () => {
-    const input = uniq('it.linger-backlog');
-    await admin.createTopics({ topics: [{ topic: input, numPartitions: 1 }], waitForLeaders: false });
-    await waitForLeaders(admin, [input]);
-    topics.push(input);
+    const input = await newTopic('it.linger-backlog', 1);
     // ~4 MiB written before the stage starts: several fetches of at most 1 MiB each.
     const value = 'x'.repeat(100_000);
     for (let i = 0; i < 4; i++)
       await producer.send({ topic: input, messages: Array.from({ length: 10 }, (_, j) => ({ key: 'k', value: `${i * 10 + j}:${value}` })) });
-    const calls: InRecord[][] = [];
-    const running = await runBatchStage({
-      kafka,
-      producer,
-      groupId: uniq('g'),
-      topics: [input],
-      logger: silentLogger,
-      fetchWait: { maxWaitMs: 1000, lingerMs: 30_000 },
-      handleBatch: async (records) => {
-        calls.push([...records]);
-        return [];
-      },
-      onFatal: (err) => {
-        throw err;
-      },
-    });
+    const { calls, running } = await recordingStage(input, { fetchWait: { maxWaitMs: 1000, lingerMs: 30_000 } });
     try {
       // Lingering 30 s between the fetches of the backlog would miss this by far.
       await eventually('the backlog consumed', async () => calls.flat().length >= 40, 20_000);
