@@ -71,11 +71,11 @@ const QUOTA_APPLY_MS = 1_100;
  * measuring the default 100 msg/s limit, and waits until every ingress instance applies it.
  * Returns a line for the report; a stack without the endpoint (404) is reported, not fatal.
  */
-export async function raiseQuota(s: StackEndpoints, agentId: string, ratePerS: number): Promise<string> {
+export async function raiseQuota(s: StackEndpoints, agentId: string, ratePerS: number, burst = Math.max(1000, Math.ceil(ratePerS))): Promise<string> {
   const res = await fetch(`${s.ingressUrl}/v1/quotas/${encodeURIComponent(agentId)}`, {
     method: 'PUT',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${s.adminToken}` },
-    body: JSON.stringify({ rate_per_s: ratePerS, burst: Math.max(1000, Math.ceil(ratePerS)) }),
+    body: JSON.stringify({ rate_per_s: ratePerS, burst }),
   }).catch((err: unknown) => err as Error);
   if (res instanceof Error) return `producer quota not raised (${res.message})`;
   if (res.status === 404) return 'producer quota not raised: this stack has no quota endpoint (no quotas applied)';
