@@ -49,9 +49,9 @@ export class KafkaLoad implements SteadyLoad {
       metadata: { max_concurrency: 1 },
       ttl_s: 60,
     });
-    // A burst of a whole budget's traffic: after the load stalled (a broker kill, 64 sends in
-    // flight) it catches up in one batch of one timestamp, which a 1 s burst would refuse 4129 —
-    // correct for a producer, but this run is about faults, not about its own quota.
+    // A burst of a minute's traffic: after the load stalled (a broker kill, 64 sends in flight)
+    // it catches up in one batch of one timestamp, which the default burst (1,000) refuses
+    // 4129 — correct for a producer, but this run is about faults, not about its own quota.
     await raiseQuota(this.s, this.sender.agent_id, Math.max(1000, rate * 2), Math.max(1000, rate * 60));
     this.stopHeartbeats = heartbeats(this.s, [this.sender]);
     const kafka = createKafka({ brokers: this.s.brokers, clientId: `reach-chaos-load-${this.run}`, logger: silentLogger });
