@@ -147,7 +147,11 @@ end
  * entry again and repeats its DELIVERING: the first pass may have failed before doing so),
  * {-2, order} while it still waits, {-3} once it has moved on (answered, failed, promoted by
  * whoever freed its slot, or given up).
- *   KEYS[9] arrival-order counter  KEYS[10] the delivery's marker
+ *
+ * A delivery put straight into the buffer is also marked unreleased (KEYS[11], score = seq,
+ * member = '<seq>:<now>') in the same step: its DELIVERING event is not produced yet, so no
+ * pump or replay may send it until the consumer releases it after the produce (READ below).
+ *   KEYS[9] arrival-order counter  KEYS[10] the delivery's marker  KEYS[11] unreleased seqs
  *   ARGV[9] head  ARGV[10] attempt  ARGV[11] ack deadline as JSON string  ARGV[12] message part
  *   ARGV[13] ack deadline ms ('' = none)  ARGV[14] ack window ms  ARGV[15] budget end ms (0 = none)
  *   ARGV[16] lane 1..3  ARGV[17] wait deadline ms  ARGV[18] marker TTL s
@@ -176,6 +180,8 @@ if (f.limit <= 0 or redis.call('ZCARD', KEYS[2]) < f.limit) and redis.call('EXIS
   redis.call('EXPIRE', KEYS[2], f.bufTtl)
   if ARGV[13] ~= '' then redis.call('ZADD', KEYS[3], ARGV[13], f.agent .. '|' .. seq) end
   redis.call('SET', KEYS[10], 's' .. seq, 'EX', ARGV[18])
+  redis.call('ZADD', KEYS[11], seq, seq .. ':' .. f.now)
+  redis.call('EXPIRE', KEYS[11], f.bufTtl)
   return {seq}
 end
 local lane = tonumber(ARGV[16])
@@ -187,6 +193,29 @@ redis.call('SET', KEYS[10], 'w' .. lane .. ':' .. order, 'EX', ARGV[18])
 local out = {0, order}
 for _, v in ipairs(fill(f)) do out[#out + 1] = v end
 return out`;
+
+/**
+ * A pump's read (connection.ts): up to ARGV[2] buffered entries with seq > ARGV[1], flat
+ * (entry, seq, …), then the unreleased marks among them, flat (seq, appended at, …). A mark
+ * whose entry has left the buffer (answered or failed before anyone released it) is dropped.
+ *   KEYS[1] in-flight buffer  KEYS[2] unreleased seqs
+ */
+export const READ = `
+local entries = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+local marks = {}
+if #entries > 0 then
+  local last = entries[#entries]
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], last)) do
+    local seq, at = string.match(m, '^(%d+):(%d+)$')
+    if seq and #redis.call('ZRANGEBYSCORE', KEYS[1], seq, seq) > 0 then
+      marks[#marks + 1] = tonumber(seq)
+      marks[#marks + 1] = tonumber(at)
+    else
+      redis.call('ZREM', KEYS[2], m)
+    end
+  end
+end
+return {entries, marks}`;
 
 /**
  * An ack or reject: removes the entry with this seq if it is the named message and, having freed

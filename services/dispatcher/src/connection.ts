@@ -4,6 +4,8 @@ import { envelopeFromJson, validateEnvelope, type SchemaCodec } from '@reach/env
 import { TOPICS, valueSubject } from '@reach/kafka';
 import { entryMessageId, entrySeq, frameOf, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
+import { untilStored } from './answer-retry.js';
+import { ORPHAN_AFTER_MS } from './orphans.js';
 import type { Outbox } from './outbox.js';
 import type { Outcomes } from './outcomes.js';
 import {
@@ -21,7 +23,7 @@ import {
   type HelloFrame,
   type SendFrame,
 } from './protocol.js';
-import type { ReplayBuffer } from './replay-buffer.js';
+import type { BufferedEntry, ReplayBuffer } from './replay-buffer.js';
 
 /**
  * One agent WebSocket (DESIGN §4). Life: `auth` (waiting for hello, at most
@@ -69,6 +71,8 @@ export interface ConnectionHost {
   unregister(conn: AgentConnection): void;
   /** Announces the connection on reach.presence.v1. */
   presenceConnected(conn: AgentConnection): void;
+  /** Produces the DELIVERING events of orphaned deliveries and releases them (orphans.ts). */
+  releaseOrphans(agent: string, orphans: readonly BufferedEntry[]): Promise<void>;
   /** A hello was refused (brute-force protection counts it against the source address). */
   helloRefused?(conn: AgentConnection): void;
 }
@@ -103,6 +107,7 @@ export class AgentConnection {
   private replayUpTo = 0;
   private pumping = false;
   private pumpAgain = false;
+  private pumpTimer: NodeJS.Timeout | undefined;
   private readonly inflight = new Map<string, number>();
   /** When each in-flight seq was sent on this socket, for the dispatch-duration histogram. */
   private readonly sentAt = new Map<number, number>();
@@ -234,7 +239,7 @@ export class AgentConnection {
     try {
       switch (frame.type) {
         case 'ack': {
-          const outcome = await this.host.outcomes.ack(agent, frame.seq, frame.message_id);
+          const outcome = await untilStored('ack', () => this.host.outcomes.ack(agent, frame.seq, frame.message_id), this.log);
           if (outcome === 'mismatch') this.send(errorFrame('INVALID_ENVELOPE', `seq ${frame.seq} is not message ${frame.message_id}`));
           else this.answered(frame.message_id, frame.seq, 'ack');
           return;
@@ -245,12 +250,12 @@ export class AgentConnection {
             const own = head.message.timeout_ms;
             return typeof own === 'number' && own > 0 ? own : this.host.config.ackTimeoutMs;
           };
-          const outcome = await this.host.buffer.extendDeadline(agent, frame.seq, frame.message_id, window);
+          const outcome = await untilStored('progress', () => this.host.buffer.extendDeadline(agent, frame.seq, frame.message_id, window), this.log);
           if (outcome === 'mismatch') this.send(errorFrame('INVALID_ENVELOPE', `seq ${frame.seq} is not message ${frame.message_id}`));
           return;
         }
         case 'reject': {
-          const outcome = await this.host.outcomes.reject(agent, frame.seq, frame.message_id, frame);
+          const outcome = await untilStored('reject', () => this.host.outcomes.reject(agent, frame.seq, frame.message_id, frame), this.log);
           if (outcome === 'mismatch') this.send(errorFrame('INVALID_ENVELOPE', `seq ${frame.seq} is not message ${frame.message_id}`));
           else this.answered(frame.message_id, frame.seq, 'reject');
           return;
@@ -371,15 +376,26 @@ export class AgentConnection {
       do {
         this.pumpAgain = false;
         for (;;) {
-          const batch = await this.host.buffer.readAfter(agent, this.sentUpTo, PUMP_BATCH);
-          for (const { seq, entry } of batch) {
+          const { entries, unreleased } = await this.host.buffer.readAfter(agent, this.sentUpTo, PUMP_BATCH);
+          // Only released entries go out (their DELIVERING produced), or no ack could overtake it.
+          // A young unreleased one is on its owner's way (it announces it once released); one
+          // left unreleased longer is an orphan of a consumer that died: released here.
+          const now = Date.now();
+          const orphans = entries.filter((e) => e.seq > this.sentUpTo && now - (unreleased.get(e.seq) ?? now) >= ORPHAN_AFTER_MS);
+          if (orphans.length > 0) await this.host.releaseOrphans(agent, orphans);
+          for (const { seq, entry } of entries) {
             if (seq <= this.sentUpTo) continue;
+            const appendedAt = unreleased.get(seq);
+            if (appendedAt !== undefined && now - appendedAt < ORPHAN_AFTER_MS) {
+              this.pumpLater(ORPHAN_AFTER_MS - (now - appendedAt));
+              return;
+            }
             // A replay may be megabytes: send it at the pace the agent reads, so that our own
             // burst never makes a healthy agent look slow.
             if (this.ws.bufferedAmount > this.host.config.maxBufferedBytes / 2 && !(await this.drained())) return;
             if (this.state !== 'open' || !this.sendEntry(seq, entry, true)) return;
           }
-          if (batch.length < PUMP_BATCH) break;
+          if (entries.length < PUMP_BATCH) break;
         }
       } while (this.pumpAgain && this.state === 'open');
     } catch (err) {
@@ -388,6 +404,16 @@ export class AgentConnection {
     } finally {
       this.pumping = false;
     }
+  }
+
+  /** Pumps again once an unreleased entry would count as orphaned (if nothing sent it before). */
+  private pumpLater(ms: number): void {
+    if (this.pumpTimer) return;
+    this.pumpTimer = setTimeout(() => {
+      this.pumpTimer = undefined;
+      if (this.state === 'open') void this.pump();
+    }, ms + 10);
+    this.pumpTimer.unref();
   }
 
   /** Waits until the outbound buffer is down to half its limit; false if the connection closed. */

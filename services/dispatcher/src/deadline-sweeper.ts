@@ -39,8 +39,13 @@ export interface DeadlineSweeperDeps {
   batch?: number;
 }
 
+/** How long the ack deadlines that came due while Redis was away wait for the answers still on their way. */
+export const REJOIN_MS = 3_000;
+
 export class DeadlineSweeper {
   private readonly job: PeriodicJob;
+  /** When the first failing sweep of an outage ran (undefined: the last sweep worked). */
+  private awaySince: number | undefined;
 
   constructor(private readonly d: DeadlineSweeperDeps) {
     this.job = new PeriodicJob('deadline sweep', d.intervalMs, () => this.sweep(), d.log);
@@ -56,11 +61,34 @@ export class DeadlineSweeper {
 
   /** One round: claims what is due (in batches) and settles it. */
   async sweep(now: number = Date.now()): Promise<number> {
-    const [acks, waits] = await Promise.all([
-      this.sweepOf(this.d.claims, (m) => this.expire(m, now), now),
-      this.sweepOf(this.d.waitClaims, (m) => this.expireWaiting(m, now), now),
-    ]);
-    return acks + waits;
+    try {
+      if (this.awaySince !== undefined) await this.afterOutage(now);
+      const [acks, waits] = await Promise.all([
+        this.sweepOf(this.d.claims, (m) => this.expire(m, now), now),
+        this.sweepOf(this.d.waitClaims, (m) => this.expireWaiting(m, now), now),
+      ]);
+      return acks + waits;
+    } catch (err) {
+      this.awaySince ??= now;
+      throw err;
+    }
+  }
+
+  /**
+   * Back from a sweep that failed (Redis away): the answers agents sent meanwhile are still
+   * on their way — each dispatcher tries them again until Redis takes them (answer-retry.ts),
+   * and agents resend theirs after a reconnect. Claimed at once, the deadlines that passed
+   * during the outage would fail those deliveries over, and another agent would run them again.
+   * So every ack deadline due before now + REJOIN_MS moves to then first (never earlier).
+   */
+  private async afterOutage(now: number): Promise<void> {
+    const until = now + REJOIN_MS;
+    const moved = await this.d.buffer.deferDeadlinesTo(until);
+    this.d.log.info(
+      { away_ms: now - this.awaySince!, deferred: moved, until: new Date(until).toISOString() },
+      'deadline sweeps resume after an outage: due ack deadlines deferred',
+    );
+    this.awaySince = undefined;
   }
 
   private async sweepOf(claims: DeadlineClaims, settle: (member: string) => Promise<void>, now: number): Promise<number> {

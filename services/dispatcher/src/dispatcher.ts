@@ -12,6 +12,7 @@ import { dispatcherMetrics } from './metrics.js';
 import { Outbox } from './outbox.js';
 import { Outcomes } from './outcomes.js';
 import { Promoter } from './promotions.js';
+import { OrphanRelease } from './orphans.js';
 import { routedBatchHandler } from './routed-consumer.js';
 import { DeadlineHolds } from './deadline-holds.js';
 import { DeadlineClaims } from './deadlines.js';
@@ -180,6 +181,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     outcomes,
     outbox,
     codec,
+    orphans: new OrphanRelease({ codec, service: ctx.service, instance: ctx.instanceId, outbox, buffer, metrics, log }),
     pg: ctx.pg,
     metrics,
     log,

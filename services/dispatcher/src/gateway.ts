@@ -8,11 +8,12 @@ import type { Pool } from '@reach/store';
 import type { AgentChannels } from './agent-channels.js';
 import { AgentConnection, type ConnectionConfig, type ConnectionHost } from './connection.js';
 import type { DispatcherMetrics } from './metrics.js';
+import type { OrphanRelease } from './orphans.js';
 import type { Outbox } from './outbox.js';
 import type { Outcomes } from './outcomes.js';
 import { presenceRecord } from './presence.js';
 import { CLOSE, CONNECT_PATH } from './protocol.js';
-import type { ReplayBuffer } from './replay-buffer.js';
+import type { BufferedEntry, ReplayBuffer } from './replay-buffer.js';
 import { RevocationWatch } from './revocation-watch.js';
 
 /**
@@ -39,6 +40,7 @@ export interface GatewayDeps {
   outcomes: Outcomes;
   outbox: Outbox;
   codec: SchemaCodec;
+  orphans: OrphanRelease;
   pg: Pool;
   metrics: DispatcherMetrics;
   log: Logger;
@@ -111,6 +113,10 @@ export class Gateway implements ConnectionHost {
     this.sweepTimer = setInterval(() => this.sweep(), tick);
     this.sweepTimer.unref();
     this.revocations.start();
+  }
+
+  releaseOrphans(agent: string, orphans: readonly BufferedEntry[]): Promise<void> {
+    return this.d.orphans.release(agent, orphans);
   }
 
   helloRefused(conn: AgentConnection): void {

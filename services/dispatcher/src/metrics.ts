@@ -27,6 +27,7 @@ export interface DispatcherMetrics {
   deaths: Counter<'code'>;
   queued: Counter<'priority'>;
   promotions: Counter<'priority'>;
+  orphansReleased: Counter;
   waitSeconds: Histogram<'priority'>;
   waitExpired: Counter<'priority'>;
 }
@@ -82,6 +83,10 @@ export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
       ['priority'],
     ),
     promotions: m.counter('promotions_total', 'Waiting deliveries given a free slot of their agent and sent, by priority.', ['priority']),
+    orphansReleased: m.counter(
+      'orphans_released_total',
+      'Buffered deliveries whose consumer died before their DELIVERING event: the event produced by a pump, then sent.',
+    ),
     waitSeconds: m.histogram(
       'wait_duration_seconds',
       'How long promoted deliveries waited for a free slot of their agent, by priority.',

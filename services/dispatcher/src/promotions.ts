@@ -1,11 +1,11 @@
 import type { Logger } from '@reach/core';
 import type { SchemaCodec } from '@reach/envelope';
 import type { OutRecord } from '@reach/kafka';
-import { statusRecord } from '@reach/service-kit';
 import type { Announcement } from './announcer.js';
-import { entryMessageId, envelopeFromMessageJson, headOf, parseHead } from './entry.js';
+import { entryMessageId, headOf } from './entry.js';
 import { LANES } from './lanes.js';
 import type { DispatcherMetrics } from './metrics.js';
+import { deliveringOfEntry } from './orphans.js';
 import type { Outbox } from './outbox.js';
 import type { Promotion } from './replay-buffer.js';
 
@@ -35,27 +35,15 @@ export class Promoter {
       const lane = LANES[p.lane];
       this.d.metrics.promotions.inc({ priority: lane });
       this.d.metrics.waitSeconds.observe({ priority: lane }, Math.max(0, now - p.queuedAt) / 1000);
-      const head = parseHead(headOf(p.entry));
-      if (!head) {
-        this.d.log.error({ agent_id: p.agent, seq: p.seq }, 'unreadable promoted entry; sent without a DELIVERING event');
-        continue;
-      }
-      out.push(
-        statusRecord(
-          this.d.codec,
-          {
-            state: 'DELIVERING',
-            envelope: envelopeFromMessageJson(head.message),
-            service: this.d.service,
-            instance: this.d.instance,
-            attempt: head.attempt,
-            agentId: p.agent,
-            parentMessageId: head.parent,
-            detail: { seq: p.seq, deadline: new Date(p.deadline).toISOString(), instance: this.d.instance, lane, waited_ms: Math.max(0, now - p.queuedAt) },
-          },
-          now,
-        ),
+      const record = deliveringOfEntry(
+        this.d,
+        p.agent,
+        p.entry,
+        { seq: p.seq, deadline: new Date(p.deadline).toISOString(), instance: this.d.instance, lane, waited_ms: Math.max(0, now - p.queuedAt) },
+        now,
       );
+      if (record) out.push(record);
+      else this.d.log.error({ agent_id: p.agent, seq: p.seq }, 'unreadable promoted entry; sent without a DELIVERING event');
     }
     return out;
   }

@@ -4,7 +4,7 @@ import { TOPICS, produceAll, valueSubject, type InRecord, type OutRecord, type P
 import { deadLetterRecord, statusRecord } from '@reach/service-kit';
 import type { Tracer } from '@reach/tracing';
 import type { Announcement } from './announcer.js';
-import { windowEnd, type DeadlineHolds, type HeldDelivery } from './deadline-holds.js';
+import { MIN_SEND_BUDGET_MS, windowEnd, type DeadlineHolds, type HeldDelivery } from './deadline-holds.js';
 import { deliveryTrace } from './dispatch-span.js';
 import { buildEntry, entryPartsOf } from './entry.js';
 import { LANES, laneOf } from './lanes.js';
@@ -23,7 +23,7 @@ import type { AppendResult, ReplayBuffer } from './replay-buffer.js';
  *   2. produces DELIVERING for each (detail `{seq, deadline, instance}`, or `{waiting: <lane>,
  *      instance}` for a waiting one), acks=-1,
  *   3. only then announces the deliveries that have a seq (announcer.ts), so no ack can
- *      overtake its DELIVERING event,
+ *      overtake its DELIVERING event, and releases them for pumps and replays (orphans.ts),
  *
  * and returns; the batch stage then resolves the offsets. Nothing here waits for an agent, nor
  * for a slot (DESIGN §8): a waiting delivery is durably in Redis and flows when an ack, reject
@@ -93,7 +93,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     // Past its budget already (it waited out a broker restart upstream): not sent, since the
     // stuck sweep declares it DEAD 3005 now — an agent running it meanwhile would do the work
     // for a message its sender is told is dead (`pnpm chaos --long`: DEAD, then DELIVERED).
-    const overBudget = accepted.filter((a) => pastBudget(a.delivery, consumedAt));
+    const overBudget = accepted.filter((a) => pastBudget(a.delivery, a.windowMs, consumedAt));
     if (overBudget.length > 0) {
       d.log.info({ count: overBudget.length }, 'routed deliveries past their budget: not sent (the stuck sweep ends them DEAD 3005)');
       accepted.splice(0, accepted.length, ...accepted.filter((a) => !overBudget.includes(a)));
@@ -171,7 +171,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     accepted.forEach((a, i) => {
       const res = results[i]!;
       if (res.kind !== 'inflight') return;
-      if (pastBudget(a.delivery, sentAt)) {
+      if (pastBudget(a.delivery, a.windowMs, sentAt)) {
         expired++;
         return;
       }
@@ -193,6 +193,9 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     // Off the batch's path (measured: ~20 ms a batch at 1,000 msg/s, waiting for Redis): the
     // next batch need not wait for it, and should it fail, the ack deadline fails them over.
     const lostCheck = phaseTimer(d.metrics);
+    // Released: their DELIVERING is written, so a pump or replay may send them too (orphans.ts).
+    // Off the batch's path: a pump meanwhile only waits for the announcement above.
+    void d.buffer.release(held).catch((err: unknown) => d.log.warn({ err }, 'could not release deliveries; a pump produces their DELIVERING again (harmless)'));
     void d.buffer
       .pullDeadlinesOfLost(held)
       .then((pulled) => {
@@ -204,9 +207,15 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
   };
 }
 
-/** The delivery's budget (if it has one) has ended by `now`. */
-function pastBudget(r: RoutedDelivery, now: number): boolean {
-  return r.budget_deadline_at !== null && r.budget_deadline_at <= now;
+/**
+ * The delivery's budget (if it has one) ends within MIN_SEND_BUDGET_MS (a quarter of a shorter
+ * ack window) of `now`: too late to
+ * send. An agent given it would answer after the deadline sweep ended it DEAD 3005, doing work
+ * its sender is told is dead (`pnpm chaos --via kafka`: 19 "DEAD though acked", each sent with
+ * tens of milliseconds of budget left after a broker restart).
+ */
+export function pastBudget(r: RoutedDelivery, windowMs: number, now: number): boolean {
+  return r.budget_deadline_at !== null && r.budget_deadline_at - Math.min(MIN_SEND_BUDGET_MS, windowMs / 4) <= now;
 }
 
 /** Observes the time since the previous phase ended (or since it was made) under each phase's name. */

@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '@reach/core';
+import type { Envelope, RoutedDelivery } from '@reach/envelope';
+import { uniqueName } from '@reach/sdk/testing';
+import { createRedis, type Redis } from '@reach/store';
+import { stack } from '../../helpers/env.js';
+import { testEnvelope } from '../../helpers/envelope.js';
+import { plainKafka, statusTap, type TopicTap } from '../../helpers/kafka.js';
+import { ReplayBuffer } from '../../../services/dispatcher/dist/replay-buffer.js';
+import { entryPartsOf } from '../../../services/dispatcher/dist/entry.js';
+import { ORPHAN_AFTER_MS } from '../../../services/dispatcher/dist/orphans.js';
+import { deregisterAgents, registeredAgent, TestAgent } from './harness.js';
+
+// A dispatcher killed between storing a batch in the replay buffer and producing its DELIVERING
+// events leaves orphans: entries no DELIVERING was written for. Sent by the agent's replay, an
+// ack made them DELIVERED before DELIVERING (`pnpm chaos`: illegal transitions after dispatcher
+// kills). The test plays the killed consumer: it appends with the dispatcher's own script (which
+// marks the entry unreleased) and produces nothing; the running dispatcher's replay must hold
+// the entry back while it is young, then write its DELIVERING itself and only then send it.
+const kafka = plainKafka();
+const registered: string[] = [];
+let redis: Redis;
+let buffer: ReplayBuffer;
+let statuses: TopicTap<{ message_id: string; state: string; detail_json: string | null }>;
+
+beforeAll(async () => {
+  redis = createRedis(stack.redisUrl, silentLogger);
+  buffer = new ReplayBuffer(redis, 300);
+  statuses = await statusTap<{ message_id: string; state: string; detail_json: string | null }>(kafka).open();
+}, 60_000);
+afterAll(async () => {
+  await deregisterAgents(registered);
+  await statuses?.close();
+  redis?.disconnect();
+});
+
+/** An agent that is registered but not connected, and a delivery stored for it as a consumer would. */
+async function storedWhileAway(what: string) {
+  const capability = uniqueName(what).replace(/-/g, '_');
+  const { id, agent, token } = await registeredAgent(capability, 'it.orphan');
+  registered.push(id);
+  agent.ws.close();
+  await agent.closed;
+  const now = Date.now();
+  const envelope = testEnvelope({ capability, producer: id }) as unknown as Envelope;
+  const routed: RoutedDelivery = {
+    message_id: envelope.message_id,
+    parent_message_id: null,
+    agent_id: id,
+    attempt: 0,
+    routed_at: now,
+    deadline_at: now + 30_000,
+    budget_deadline_at: now + 60_000,
+    rule: null,
+    envelope,
+  };
+  const parts = entryPartsOf(routed, 300, now);
+  const { results } = await buffer.appendMany(
+    [
+      {
+        agent: id,
+        messageId: routed.message_id,
+        head: parts.head,
+        attempt: 0,
+        messagePart: parts.messagePart,
+        deadline: routed.deadline_at,
+        windowMs: 30_000,
+        budgetAt: routed.budget_deadline_at,
+        lane: 1,
+        waitDeadline: routed.budget_deadline_at!,
+      },
+    ],
+    now,
+  );
+  const stored = results[0]!;
+  if (stored.kind !== 'inflight') throw new Error(`not stored in flight: ${stored.kind}`);
+  return { id, token, messageId: routed.message_id, seq: stored.seq, appendedAt: now };
+}
+
+const deliveringOf = (messageId: string) => statuses.records.filter((r) => r.key === messageId && r.value?.state === 'DELIVERING');
+
+describe('dispatcher: deliveries whose DELIVERING was never produced (orphans)', () => {
+  it('are marked unreleased by the append, and released ones are not', async () => {
+    const { id, seq } = await storedWhileAway('orphan_mark');
+    const read = await buffer.readAfter(id, seq - 1, 10);
+    expect(read.entries.map((e) => e.seq)).toEqual([seq]);
+    expect([...read.unreleased.keys()]).toEqual([seq]);
+    await buffer.release([{ agent: id, seq }]);
+    expect((await buffer.readAfter(id, seq - 1, 10)).unreleased.size).toBe(0);
+  });
+
+  it('a replay holds an orphan back while it is young, then produces its DELIVERING and only then sends it', async () => {
+    const { id, token, messageId, appendedAt } = await storedWhileAway('orphan_replay');
+    const { agent } = await TestAgent.connect(id, { token });
+    const deliver = await agent.next((f) => f.type === 'deliver' && (f.message as { message_id: string }).message_id === messageId, 20_000);
+    const receivedAt = Date.now();
+    // Not sent while it could still be on its consumer's way…
+    expect(receivedAt - appendedAt).toBeGreaterThanOrEqual(ORPHAN_AFTER_MS);
+    // …and its DELIVERING was written (acks=-1) before the frame went out.
+    await statuses.readToEnd();
+    const events = deliveringOf(messageId);
+    expect(events).toHaveLength(1);
+    expect(JSON.parse(events[0]!.value?.detail_json ?? '{}')).toMatchObject({ seq: deliver.seq, orphaned: true });
+    // Released now: the next pump does not produce it again.
+    expect((await buffer.readAfter(id, (deliver.seq as number) - 1, 10)).unreleased.size).toBe(0);
+    agent.ws.close();
+  });
+
+  it('a released entry is replayed at once, with no second DELIVERING', async () => {
+    const { id, token, messageId, seq } = await storedWhileAway('orphan_released');
+    await buffer.release([{ agent: id, seq }]);
+    const { agent } = await TestAgent.connect(id, { token });
+    await agent.next((f) => f.type === 'deliver' && (f.message as { message_id: string }).message_id === messageId, 20_000);
+    await statuses.readToEnd();
+    expect(deliveringOf(messageId)).toHaveLength(0);
+    agent.ws.close();
+  });
+});
