@@ -79,11 +79,11 @@ export class DeadlineSweeper {
    * on their way — each dispatcher tries them again until Redis takes them (answer-retry.ts),
    * and agents resend theirs after a reconnect. Claimed at once, the deadlines that passed
    * during the outage would fail those deliveries over, and another agent would run them again.
-   * So every ack deadline due before now + REJOIN_MS moves to then first (never earlier).
+   * So every ack deadline due before now + REJOIN_MS (Redis's clock) moves to then first (never
+   * earlier).
    */
   private async afterOutage(now: number): Promise<void> {
-    const until = now + REJOIN_MS;
-    const moved = await this.d.buffer.deferDeadlinesTo(until);
+    const { moved, until } = await this.d.buffer.deferDeadlinesFor(REJOIN_MS);
     this.d.log.info(
       { away_ms: now - this.awaySince!, deferred: moved, until: new Date(until).toISOString() },
       'deadline sweeps resume after an outage: due ack deadlines deferred',

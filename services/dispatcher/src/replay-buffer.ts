@@ -117,17 +117,27 @@ export function parseJournaledAck(v: string): JournaledAck | undefined {
 
 /** The deadline member of a delivery. */
 /** ZADD GT `until` for every member scored below it, 500 at a time. */
+/**
+ * ZADD GT `until` for every member scored below it, 500 at a time. ARGV[1] is `until`, or with
+ * ARGV[2] = '1' how long after Redis's clock now (a call queued while Redis was away must not
+ * defer to a moment already past). Returns {moved, until}.
+ */
 const DEFER_DEADLINES = `
-local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
+local upto = tonumber(ARGV[1])
+if ARGV[2] == '1' then
+  local t = redis.call('TIME')
+  upto = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + upto
+end
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. upto)
 for i = 1, #members, 500 do
   local args = {}
   for j = i, math.min(i + 499, #members) do
-    args[#args + 1] = ARGV[1]
+    args[#args + 1] = upto
     args[#args + 1] = members[j]
   end
   redis.call('ZADD', KEYS[1], 'GT', unpack(args))
 end
-return #members`;
+return {#members, upto}`;
 
 export function deadlineMember(agent: string, seq: number): string {
   return `${agent}|${seq}`;
@@ -536,8 +546,17 @@ export class ReplayBuffer {
    * tasks run twice after a dispatcher took 18 s to restart). Resolves to how many moved.
    */
   async deferDeadlinesTo(until: number): Promise<number> {
-    const moved = await call('defer deadlines', () => this.redis.eval(DEFER_DEADLINES, 1, keys.deadlines, until));
+    const [moved] = (await call('defer deadlines', () => this.redis.eval(DEFER_DEADLINES, 1, keys.deadlines, until, '0'))) as number[];
     return Number(moved);
+  }
+
+  /**
+   * The same, `forMs` from Redis's own clock when the script runs: after an outage the call
+   * may wait for Redis to come back, and an `until` taken before it could already be past.
+   */
+  async deferDeadlinesFor(forMs: number): Promise<{ moved: number; until: number }> {
+    const [moved, until] = (await call('defer deadlines', () => this.redis.eval(DEFER_DEADLINES, 1, keys.deadlines, forMs, '1'))) as number[];
+    return { moved: Number(moved), until: Number(until) };
   }
 
   /**

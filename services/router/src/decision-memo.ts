@@ -11,25 +11,46 @@ import type { RouteDecision, RouteHints, StickyStore } from '@reach/routing';
  * kill-kafka`): the same agent again, whose dispatcher recognises the delivery and does not
  * store it twice.
  *
- * Kept as long as a repeat can come (uncommitted offsets, a rebalance); with Redis away the
- * router decides without it (SPEC R-D12: routing continues), so a repeat may then pick anew.
+ * Kept as long as a repeat can come (uncommitted offsets, a rebalance). The process also keeps
+ * its own recent decisions: a batch kafkajs retries in this process (its produce or commit
+ * failed, e.g. while Redis was being killed and restarted) finds its decisions here even when
+ * Redis cannot answer or lost its last writes. Only a repeat in another process with Redis away
+ * is decided anew (SPEC R-D12: routing continues).
  */
 const KEEP_S = 120;
+/** Decisions kept in the process: about two minutes at 500 msg/s; the oldest go first. */
+const LOCAL_MAX = 60_000;
 
 const keyOf = (messageId: string, attempt: number) => `reach:route:${messageId}:${attempt}`;
 
 export class DecisionMemo {
-  constructor(private readonly store: StickyStore) {}
+  /** key → agent, in insertion order (a Map iterates oldest first). */
+  private readonly local = new Map<string, string>();
+
+  constructor(
+    private readonly store: StickyStore,
+    private readonly localMax: number = LOCAL_MAX,
+  ) {}
 
   /** The hints for this decision: the remembered agent as its decidedAgent, when there is one. */
   async hintsFor(messageId: string, hints: RouteHints): Promise<{ hints: RouteHints; remembered: string | null }> {
-    const remembered = await this.store.get(keyOf(messageId, hints.attempt)).catch(() => null);
+    const key = keyOf(messageId, hints.attempt);
+    const remembered = this.local.get(key) ?? (await this.store.get(key).catch(() => null));
     return { hints: remembered ? { ...hints, decidedAgent: remembered } : hints, remembered };
   }
 
   /** Remembers a first decision (before its routed record is produced). */
   async remember(messageId: string, attempt: number, decision: RouteDecision, remembered: string | null): Promise<void> {
-    if (decision.kind !== 'routed' || decision.agentId === remembered) return;
-    await this.store.set(keyOf(messageId, attempt), decision.agentId, KEEP_S).catch(() => undefined);
+    if (decision.kind !== 'routed') return;
+    const key = keyOf(messageId, attempt);
+    this.keepLocally(key, decision.agentId);
+    if (decision.agentId === remembered) return;
+    await this.store.set(key, decision.agentId, KEEP_S).catch(() => undefined);
+  }
+
+  private keepLocally(key: string, agent: string): void {
+    this.local.delete(key); // a new decision for the key moves it to the newest end
+    this.local.set(key, agent);
+    if (this.local.size > this.localMax) this.local.delete(this.local.keys().next().value!);
   }
 }

@@ -69,10 +69,10 @@ describe('DeadlineSweeper after an outage', () => {
       waitClaims: claims,
       promoted: () => undefined,
       buffer: {
-        deferDeadlinesTo: async (until: number) => {
+        deferDeadlinesFor: async (ms: number) => {
           if (redisAway()) throw away();
-          steps.push(`defer ${until}`);
-          return 0;
+          steps.push(`defer ${ms}`);
+          return { moved: 0, until: 0 };
         },
       },
       failures: {},
@@ -84,14 +84,14 @@ describe('DeadlineSweeper after an outage', () => {
     return { sweeper: new DeadlineSweeper(deps), steps };
   }
 
-  it('defers the due deadlines to now + REJOIN_MS before its first claim after failing sweeps', async () => {
+  it('defers the due deadlines by REJOIN_MS before its first claim after failing sweeps', async () => {
     let down = true;
     const { sweeper, steps } = sweeperWith(() => down);
     await expect(sweeper.sweep(1_000)).rejects.toThrow();
     await expect(sweeper.sweep(1_100)).rejects.toThrow();
     down = false;
     await sweeper.sweep(5_000);
-    expect(steps).toEqual([`defer ${5_000 + REJOIN_MS}`, 'claim', 'claim']);
+    expect(steps).toEqual([`defer ${REJOIN_MS}`, 'claim', 'claim']);
     // Once: the next sweep claims at once.
     await sweeper.sweep(5_100);
     expect(steps.slice(3)).toEqual(['claim', 'claim']);

@@ -52,4 +52,25 @@ describe('router decision memo', () => {
     expect(await memo.hintsFor('msg_4', hints)).toEqual({ hints, remembered: null });
     await expect(memo.remember('msg_4', 0, routed('agent-a'), null)).resolves.toBeUndefined();
   });
+
+  it('a repeat in the same process goes to the first agent although Redis is away or lost the memo', async () => {
+    const store = new MapStore();
+    const memo = new DecisionMemo(store);
+    await memo.remember('msg_5', 0, routed('agent-a'), null);
+    store.down = true; // kill -9 of Redis while the batch is retried
+    expect((await memo.hintsFor('msg_5', hints)).hints.decidedAgent).toBe('agent-a');
+    store.down = false;
+    store.kv.clear(); // back, without its last writes
+    expect((await memo.hintsFor('msg_5', hints)).remembered).toBe('agent-a');
+  });
+
+  it('keeps at most its bound of decisions in the process, the oldest going first', async () => {
+    const store = new MapStore();
+    store.down = true;
+    const memo = new DecisionMemo(store, 2);
+    for (const id of ['m1', 'm2', 'm3']) await memo.remember(id, 0, routed(`agent-${id}`), null);
+    expect((await memo.hintsFor('m1', hints)).remembered).toBeNull();
+    expect((await memo.hintsFor('m2', hints)).remembered).toBe('agent-m2');
+    expect((await memo.hintsFor('m3', hints)).remembered).toBe('agent-m3');
+  });
 });
