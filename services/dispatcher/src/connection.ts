@@ -103,6 +103,11 @@ export class AgentConnection {
   private lastSeen = Date.now();
   private lastPingAt = Date.now();
   private sentUpTo = 0;
+  /**
+   * Seqs announced to this connection and not sent yet: announced means released (their
+   * DELIVERING is written), though the release in Redis may still be on its way.
+   */
+  private readonly announced = new Set<number>();
   /** Deliveries with seq ≤ this were buffered before the connection opened: replays. */
   private replayUpTo = 0;
   private pumping = false;
@@ -361,7 +366,11 @@ export class AgentConnection {
     const seq = entrySeq(entry);
     if (seq === undefined || seq <= this.sentUpTo) return;
     if (!this.pumping && seq === this.sentUpTo + 1) this.sendEntry(seq, entry);
-    else void this.pump();
+    else {
+      if (this.announced.size >= MAX_INFLIGHT) this.announced.clear(); // only a hint: a pump without it waits for the release
+      this.announced.add(seq);
+      void this.pump();
+    }
   }
 
   /** Sends every buffered entry after `sentUpTo`, in order; coalesces concurrent calls. */
@@ -381,11 +390,11 @@ export class AgentConnection {
           // A young unreleased one is on its owner's way (it announces it once released); one
           // left unreleased longer is an orphan of a consumer that died: released here.
           const now = Date.now();
-          const orphans = entries.filter((e) => e.seq > this.sentUpTo && now - (unreleased.get(e.seq) ?? now) >= ORPHAN_AFTER_MS);
+          const orphans = entries.filter((e) => e.seq > this.sentUpTo && !this.announced.has(e.seq) && now - (unreleased.get(e.seq) ?? now) >= ORPHAN_AFTER_MS);
           if (orphans.length > 0) await this.host.releaseOrphans(agent, orphans);
           for (const { seq, entry } of entries) {
             if (seq <= this.sentUpTo) continue;
-            const appendedAt = unreleased.get(seq);
+            const appendedAt = this.announced.has(seq) ? undefined : unreleased.get(seq);
             if (appendedAt !== undefined && now - appendedAt < ORPHAN_AFTER_MS) {
               this.pumpLater(ORPHAN_AFTER_MS - (now - appendedAt));
               return;
@@ -427,6 +436,7 @@ export class AgentConnection {
   private sendEntry(seq: number, entry: string, paced = false): boolean {
     if (!this.send(frameOf(entry), !paced)) return false;
     this.sentUpTo = seq;
+    this.announced.delete(seq);
     const mid = entryMessageId(entry);
     if (mid !== undefined) {
       if (this.inflight.size >= MAX_INFLIGHT) this.inflight.delete(this.inflight.keys().next().value!);

@@ -22,8 +22,8 @@ export const HOLD_EVERY_MS = 2_000;
 /** A hold ends at the latest this long after it began (or at the delivery's budget). */
 export const HOLD_MAX_MS = 60_000;
 /**
- * A delivery is not sent with less of its budget left than this (or than a quarter of its ack
- * window, for short windows): the answer could not come back before the budget's end.
+ * A delivery is not sent with less of its budget left than this (or than a quarter of its whole
+ * budget, for short budgets): the answer could not come back before the budget's end.
  */
 export const MIN_SEND_BUDGET_MS = 1_000;
 

@@ -93,7 +93,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     // Past its budget already (it waited out a broker restart upstream): not sent, since the
     // stuck sweep declares it DEAD 3005 now — an agent running it meanwhile would do the work
     // for a message its sender is told is dead (`pnpm chaos --long`: DEAD, then DELIVERED).
-    const overBudget = accepted.filter((a) => pastBudget(a.delivery, a.windowMs, consumedAt));
+    const overBudget = accepted.filter((a) => pastBudget(a.delivery, consumedAt));
     if (overBudget.length > 0) {
       d.log.info({ count: overBudget.length }, 'routed deliveries past their budget: not sent (the stuck sweep ends them DEAD 3005)');
       accepted.splice(0, accepted.length, ...accepted.filter((a) => !overBudget.includes(a)));
@@ -171,7 +171,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     accepted.forEach((a, i) => {
       const res = results[i]!;
       if (res.kind !== 'inflight') return;
-      if (pastBudget(a.delivery, a.windowMs, sentAt)) {
+      if (pastBudget(a.delivery, sentAt)) {
         expired++;
         return;
       }
@@ -209,13 +209,15 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
 
 /**
  * The delivery's budget (if it has one) ends within MIN_SEND_BUDGET_MS (a quarter of a shorter
- * ack window) of `now`: too late to
+ * budget; not of the ack window, which the router already cut to the budget's end) of `now`: too late to
  * send. An agent given it would answer after the deadline sweep ended it DEAD 3005, doing work
  * its sender is told is dead (`pnpm chaos --via kafka`: 19 "DEAD though acked", each sent with
  * tens of milliseconds of budget left after a broker restart).
  */
-export function pastBudget(r: RoutedDelivery, windowMs: number, now: number): boolean {
-  return r.budget_deadline_at !== null && r.budget_deadline_at - Math.min(MIN_SEND_BUDGET_MS, windowMs / 4) <= now;
+export function pastBudget(r: RoutedDelivery, now: number): boolean {
+  if (r.budget_deadline_at === null) return false;
+  const budgetMs = r.budget_deadline_at - Number(r.envelope.created_at);
+  return r.budget_deadline_at - Math.min(MIN_SEND_BUDGET_MS, budgetMs / 4) <= now;
 }
 
 /** Observes the time since the previous phase ended (or since it was made) under each phase's name. */

@@ -1,9 +1,16 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '@reach/core';
 import type { RoutedDelivery } from '@reach/envelope';
-import { DeadlineHolds, HOLD_EVERY_MS, HOLD_MAX_MS, heldUntil, type HeldDelivery } from '../../../services/dispatcher/dist/deadline-holds.js';
+import {
+  DeadlineHolds,
+  HOLD_EVERY_MS,
+  HOLD_MAX_MS,
+  MIN_SEND_BUDGET_MS,
+  heldUntil,
+  type HeldDelivery,
+} from '../../../services/dispatcher/dist/deadline-holds.js';
 import type { ReplayBuffer } from '../../../services/dispatcher/dist/replay-buffer.js';
-import { withWindowFrom } from '../../../services/dispatcher/dist/routed-consumer.js';
+import { pastBudget, withWindowFrom } from '../../../services/dispatcher/dist/routed-consumer.js';
 
 // A broker restart held routed deliveries for 10–25 s between being stored and being sent: their
 // ack deadlines passed first and the sweeper retried them elsewhere while the first agent ran
@@ -83,5 +90,23 @@ describe('a routed delivery consumed late', () => {
     expect(withWindowFrom(routed({ budget_deadline_at: 20_000 }), 10_000, 15_000).deadline_at).toBe(20_000);
     const onTime = routed({});
     expect(withWindowFrom(onTime, 10_000, 900)).toBe(onTime);
+  });
+});
+
+describe('pastBudget: too late to send', () => {
+  // created at 0 with a 30 s budget, unless said
+  const routed = (budgetEnd: number | null, created = 0): RoutedDelivery =>
+    ({ routed_at: 0, deadline_at: 10_000, budget_deadline_at: budgetEnd, envelope: { created_at: created } }) as unknown as RoutedDelivery;
+
+  it('is not sent with less than MIN_SEND_BUDGET_MS of its budget left, whatever ack window the router left it', () => {
+    expect(pastBudget(routed(30_000), 30_000 - MIN_SEND_BUDGET_MS - 1)).toBe(false);
+    expect(pastBudget(routed(30_000), 30_000 - MIN_SEND_BUDGET_MS)).toBe(true);
+    expect(pastBudget(routed(30_000), 29_960)).toBe(true); // sent with 40 ms left, it was acked after the sweep
+  });
+
+  it('a short budget keeps three quarters of it sendable; no budget, always', () => {
+    expect(pastBudget(routed(2_000), 1_499)).toBe(false);
+    expect(pastBudget(routed(2_000), 1_500)).toBe(true);
+    expect(pastBudget(routed(null), Number.MAX_SAFE_INTEGER)).toBe(false);
   });
 });
