@@ -21,9 +21,10 @@ import type { AppendResult, ReplayBuffer } from './replay-buffer.js';
  *      seq when the agent has a free slot (fewer than max_concurrency un-acked) and nothing
  *      waits before it, else in the agent's waiting lane of its priority (replay-buffer.ts),
  *   2. produces DELIVERING for each (detail `{seq, deadline, instance}`, or `{waiting: <lane>,
- *      instance}` for a waiting one), acks=-1,
+ *      instance}` for a waiting one), acks=-1, and releases them for pumps and replays
+ *      (until then marked unreleased in the buffer: orphans.ts),
  *   3. only then announces the deliveries that have a seq (announcer.ts), so no ack can
- *      overtake its DELIVERING event, and releases them for pumps and replays (orphans.ts),
+ *      overtake its DELIVERING event,
  *
  * and returns; the batch stage then resolves the offsets. Nothing here waits for an agent, nor
  * for a slot (DESIGN §8): a waiting delivery is durably in Redis and flows when an ack, reject
@@ -154,6 +155,13 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     d.holds.begin(held, producing);
     await produceAll(d.producer, statuses);
     phase('produce');
+    // Released: their DELIVERING is written, so a pump or replay may send them too (orphans.ts).
+    // Before they are announced, so that only a consumer killed between its append and its
+    // produce leaves orphans (a release after the announcement left a kill's last batches
+    // marked, and the replay after it waited for their DELIVERING to be written again).
+    await d.buffer
+      .release(held)
+      .catch((err: unknown) => d.log.warn({ err }, 'could not release deliveries; a pump produces their DELIVERING again (harmless)'));
     // Renewed before sending when the produce was slow, or when this batch comes again (its
     // stored deliveries keep the deadline of the first pass).
     const again = results.some((r) => r.kind === 'inflight' && r.repeat);
@@ -193,9 +201,6 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     // Off the batch's path (measured: ~20 ms a batch at 1,000 msg/s, waiting for Redis): the
     // next batch need not wait for it, and should it fail, the ack deadline fails them over.
     const lostCheck = phaseTimer(d.metrics);
-    // Released: their DELIVERING is written, so a pump or replay may send them too (orphans.ts).
-    // Off the batch's path: a pump meanwhile only waits for the announcement above.
-    void d.buffer.release(held).catch((err: unknown) => d.log.warn({ err }, 'could not release deliveries; a pump produces their DELIVERING again (harmless)'));
     void d.buffer
       .pullDeadlinesOfLost(held)
       .then((pulled) => {
