@@ -2,7 +2,8 @@ import { WebSocket, type RawData } from 'ws';
 import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims, type TokenSecret } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject } from '@reach/kafka';
-import { entryMessageId, entrySeq, frameOf, type EntryHead } from './entry.js';
+import { tooLateToSend } from './deadline-holds.js';
+import { entryMessageId, entrySeq, frameOf, headOf, parseHead, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import { untilStored } from './answer-retry.js';
 import { ORPHAN_AFTER_MS } from './orphans.js';
@@ -399,6 +400,14 @@ export class AgentConnection {
               this.pumpLater(ORPHAN_AFTER_MS - (now - appendedAt));
               return;
             }
+            // Not sent too late either (routed-consumer.ts pastBudget): a delivery the consumer kept
+            // back as past its budget is buffered but never announced, and the gap it leaves
+            // brings the pump here. Skipped, the deadline sweep ends it DEAD 3005.
+            if (this.pastBudget(entry, now)) {
+              this.sentUpTo = seq;
+              this.announced.delete(seq);
+              continue;
+            }
             // A replay may be megabytes: send it at the pace the agent reads, so that our own
             // burst never makes a healthy agent look slow.
             if (this.ws.bufferedAmount > this.host.config.maxBufferedBytes / 2 && !(await this.drained())) return;
@@ -413,6 +422,13 @@ export class AgentConnection {
     } finally {
       this.pumping = false;
     }
+  }
+
+  private pastBudget(entry: string, now: number): boolean {
+    const head = parseHead(headOf(entry));
+    if (!head) return false;
+    const created = head.message.created_at;
+    return tooLateToSend(head.budget_at ?? null, typeof created === 'string' ? Date.parse(created) : Number(created), now);
   }
 
   /** Pumps again once an unreleased entry would count as orphaned (if nothing sent it before). */

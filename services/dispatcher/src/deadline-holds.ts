@@ -27,6 +27,13 @@ export const HOLD_MAX_MS = 60_000;
  */
 export const MIN_SEND_BUDGET_MS = 1_000;
 
+/** A delivery whose budget (if any) ends within MIN_SEND_BUDGET_MS of `now` (a quarter of a short budget) is not sent. */
+export function tooLateToSend(budgetAt: number | null, createdAt: number, now: number): boolean {
+  if (budgetAt === null) return false;
+  const margin = Number.isFinite(createdAt) ? Math.min(MIN_SEND_BUDGET_MS, (budgetAt - createdAt) / 4) : MIN_SEND_BUDGET_MS;
+  return budgetAt - margin <= now;
+}
+
 export interface HeldDelivery {
   agent: string;
   seq: number;

@@ -4,7 +4,7 @@ import { TOPICS, produceAll, valueSubject, type InRecord, type OutRecord, type P
 import { deadLetterRecord, statusRecord } from '@reach/service-kit';
 import type { Tracer } from '@reach/tracing';
 import type { Announcement } from './announcer.js';
-import { MIN_SEND_BUDGET_MS, windowEnd, type DeadlineHolds, type HeldDelivery } from './deadline-holds.js';
+import { tooLateToSend, windowEnd, type DeadlineHolds, type HeldDelivery } from './deadline-holds.js';
 import { deliveryTrace } from './dispatch-span.js';
 import { buildEntry, entryPartsOf } from './entry.js';
 import { LANES, laneOf } from './lanes.js';
@@ -220,9 +220,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
  * tens of milliseconds of budget left after a broker restart).
  */
 export function pastBudget(r: RoutedDelivery, now: number): boolean {
-  if (r.budget_deadline_at === null) return false;
-  const budgetMs = r.budget_deadline_at - Number(r.envelope.created_at);
-  return r.budget_deadline_at - Math.min(MIN_SEND_BUDGET_MS, budgetMs / 4) <= now;
+  return tooLateToSend(r.budget_deadline_at, Number(r.envelope.created_at), now);
 }
 
 /** Observes the time since the previous phase ended (or since it was made) under each phase's name. */

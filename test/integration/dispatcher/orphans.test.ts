@@ -35,12 +35,17 @@ afterAll(async () => {
 });
 
 /** An agent that is registered but not connected, and a delivery stored for it as a consumer would. */
-async function storedWhileAway(what: string) {
+async function storedWhileAway(what: string, budgetLeftMs?: number) {
   const capability = uniqueName(what).replace(/-/g, '_');
   const { id, agent, token } = await registeredAgent(capability, 'it.orphan');
   registered.push(id);
   agent.ws.close();
   await agent.closed;
+  return { ...(await store(id, capability, budgetLeftMs)), id, token };
+}
+
+/** Stores a delivery for `id` (its budget ending `budgetLeftMs` from now) as a consumer would, producing nothing. */
+async function store(id: string, capability: string, budgetLeftMs = 60_000) {
   const now = Date.now();
   const envelope = testEnvelope({ capability, producer: id }) as unknown as Envelope;
   const routed: RoutedDelivery = {
@@ -50,7 +55,7 @@ async function storedWhileAway(what: string) {
     attempt: 0,
     routed_at: now,
     deadline_at: now + 30_000,
-    budget_deadline_at: now + 60_000,
+    budget_deadline_at: now + budgetLeftMs,
     rule: null,
     envelope,
   };
@@ -74,7 +79,7 @@ async function storedWhileAway(what: string) {
   );
   const stored = results[0]!;
   if (stored.kind !== 'inflight') throw new Error(`not stored in flight: ${stored.kind}`);
-  return { id, token, messageId: routed.message_id, seq: stored.seq, appendedAt: now };
+  return { messageId: routed.message_id, seq: stored.seq, appendedAt: now };
 }
 
 const deliveringOf = (messageId: string) => statuses.records.filter((r) => r.key === messageId && r.value?.state === 'DELIVERING');
@@ -113,6 +118,21 @@ describe('dispatcher: deliveries whose DELIVERING was never produced (orphans)',
     await agent.next((f) => f.type === 'deliver' && (f.message as { message_id: string }).message_id === messageId, 20_000);
     await statuses.readToEnd();
     expect(deliveringOf(messageId)).toHaveLength(0);
+    agent.ws.close();
+  });
+
+  it('a replay skips a released delivery past its budget, and sends the next one', async () => {
+    // Kept back by its consumer as past its budget: buffered and released, never announced.
+    const { id, token, seq, messageId: late } = await storedWhileAway('orphan_late', 1);
+    const next = await store(id, 'orphan_late_next');
+    await buffer.release([
+      { agent: id, seq },
+      { agent: id, seq: next.seq },
+    ]);
+    const { agent } = await TestAgent.connect(id, { token });
+    const deliver = await agent.next((f) => f.type === 'deliver' && (f.message as { message_id: string }).message_id === next.messageId, 20_000);
+    expect(deliver.seq).toBe(next.seq);
+    expect(agent.frames.filter((f) => f.type === 'deliver').map((f) => (f.message as { message_id: string }).message_id)).not.toContain(late);
     agent.ws.close();
   });
 });
