@@ -61,13 +61,18 @@ export class DeadlineSweeper {
 
   /** One round: claims what is due (in batches) and settles it. */
   async sweep(now: number = Date.now()): Promise<number> {
+    if (this.awaySince !== undefined) await this.afterOutage(now);
+    const [acks, waits] = await Promise.all([
+      this.sweepOf(this.d.claims, (m) => this.expire(m, now), now),
+      this.sweepOf(this.d.waitClaims, (m) => this.expireWaiting(m, now), now),
+    ]);
+    return acks + waits;
+  }
+
+  /** Claims what is due; a claim that fails means Redis is away (not a failed produce while settling). */
+  private async claim(claims: DeadlineClaims, now: number, limit: number): Promise<string[]> {
     try {
-      if (this.awaySince !== undefined) await this.afterOutage(now);
-      const [acks, waits] = await Promise.all([
-        this.sweepOf(this.d.claims, (m) => this.expire(m, now), now),
-        this.sweepOf(this.d.waitClaims, (m) => this.expireWaiting(m, now), now),
-      ]);
-      return acks + waits;
+      return await claims.claim(now, limit);
     } catch (err) {
       this.awaySince ??= now;
       throw err;
@@ -95,7 +100,7 @@ export class DeadlineSweeper {
     const limit = this.d.batch ?? 200;
     let total = 0;
     for (;;) {
-      const members = await claims.claim(now, limit);
+      const members = await this.claim(claims, now, limit);
       if (members.length === 0) return total;
       total += members.length;
       await Promise.all(members.map(settle));
