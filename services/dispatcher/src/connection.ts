@@ -2,8 +2,8 @@ import { WebSocket, type RawData } from 'ws';
 import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims, type TokenSecret } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject } from '@reach/kafka';
-import { tooLateToSend } from './deadline-holds.js';
-import { entryMessageId, entrySeq, frameOf, headOf, parseHead, type EntryHead } from './entry.js';
+import { entryTooLateToSend } from './deadline-holds.js';
+import { entryMessageId, entrySeq, frameOf, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import { untilStored } from './answer-retry.js';
 import { ORPHAN_AFTER_MS } from './orphans.js';
@@ -403,7 +403,7 @@ export class AgentConnection {
             // Not sent too late either (routed-consumer.ts pastBudget): a delivery the consumer kept
             // back as past its budget is buffered but never announced, and the gap it leaves
             // brings the pump here. Skipped, the deadline sweep ends it DEAD 3005.
-            if (this.pastBudget(entry, now)) {
+            if (entryTooLateToSend(entry, now)) {
               this.sentUpTo = seq;
               this.announced.delete(seq);
               continue;
@@ -422,13 +422,6 @@ export class AgentConnection {
     } finally {
       this.pumping = false;
     }
-  }
-
-  private pastBudget(entry: string, now: number): boolean {
-    const head = parseHead(headOf(entry));
-    if (!head) return false;
-    const created = head.message.created_at;
-    return tooLateToSend(head.budget_at ?? null, typeof created === 'string' ? Date.parse(created) : Number(created), now);
   }
 
   /** Pumps again once an unreleased entry would count as orphaned (if nothing sent it before). */

@@ -1,4 +1,5 @@
 import type { Logger } from '@reach/core';
+import { createdAtMs, headOf, parseHead } from './entry.js';
 import type { ReplayBuffer } from './replay-buffer.js';
 
 /**
@@ -32,6 +33,15 @@ export function tooLateToSend(budgetAt: number | null, createdAt: number, now: n
   if (budgetAt === null) return false;
   const margin = Number.isFinite(createdAt) ? Math.min(MIN_SEND_BUDGET_MS, (budgetAt - createdAt) / 4) : MIN_SEND_BUDGET_MS;
   return budgetAt - margin <= now;
+}
+
+/**
+ * tooLateToSend for a buffered entry, read from its head: what a pump, a replay or a promotion
+ * checks before it sends (an unreadable head is sent: the agent's answer settles it).
+ */
+export function entryTooLateToSend(entry: string, now: number): boolean {
+  const head = parseHead(headOf(entry));
+  return head !== undefined && tooLateToSend(head.budget_at ?? null, createdAtMs(head.message), now);
 }
 
 export interface HeldDelivery {

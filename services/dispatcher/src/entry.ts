@@ -75,12 +75,18 @@ const NO_RESULT_TYPES = new Set(['task_result', RECEIPT_MESSAGE_TYPE]);
  */
 export function resultContextTtlS(message: EnvelopeJson, nowMs: number, maxS: number): number {
   if (NO_RESULT_TYPES.has(String(message.message_type))) return 0;
-  const created = typeof message.created_at === 'string' ? Date.parse(message.created_at) : Number(message.created_at);
+  const created = createdAtMs(message);
   const expire = typeof message.expire_at === 'string' ? Date.parse(message.expire_at) : NaN;
   const timeout = typeof message.timeout_ms === 'number' ? message.timeout_ms : NaN;
   const bounds = [expire, created + timeout].filter((t) => Number.isFinite(t));
   const s = bounds.length > 0 ? (Math.min(...bounds) - nowMs) / 1000 : 300;
   return Math.ceil(Math.min(maxS, Math.max(60, s)));
+}
+
+/** A message's created_at (epoch ms; NaN when unreadable): JSON envelopes carry it as ISO text or a number. */
+export function createdAtMs(message: EnvelopeJson): number {
+  const created = message.created_at;
+  return typeof created === 'string' ? Date.parse(created) : Number(created);
 }
 
 /** What the ack script compares an entry's start with, so an ack names the right message. */

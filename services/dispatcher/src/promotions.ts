@@ -2,6 +2,7 @@ import type { Logger } from '@reach/core';
 import type { SchemaCodec } from '@reach/envelope';
 import type { OutRecord } from '@reach/kafka';
 import type { Announcement } from './announcer.js';
+import { entryTooLateToSend } from './deadline-holds.js';
 import { entryMessageId, headOf } from './entry.js';
 import { LANES } from './lanes.js';
 import type { DispatcherMetrics } from './metrics.js';
@@ -57,19 +58,20 @@ export class Promoter {
 
   /**
    * Promotions outside the consume loop: their events queued first, then the deliveries sent —
-   * but not one whose ack deadline has already passed (it waited until its budget was spent,
-   * and the deadline never outlives the budget): the deadline sweeper fails it as it stands.
-   * Sent, its agent would run a task whose sender is told DEAD (`pnpm chaos --long` under
-   * overload: promoted 4 s past its deadline, then acked).
+   * but not one whose ack deadline has already passed, nor one with too little of its budget
+   * left to be answered in it (tooLateToSend: it waited until its budget was nearly spent, and
+   * the deadline never outlives the budget): the deadline sweeper fails it as it stands. Sent,
+   * its agent would run a task whose sender is told DEAD (`pnpm chaos --long` under overload:
+   * promoted 4 s past its deadline, then acked; promoted 71 ms before it, then acked).
    */
   handle(promotions: readonly Promotion[], now: number = Date.now()): void {
     if (promotions.length === 0) return;
     this.d.outbox.post(this.records(promotions, now), 'DELIVERING status of promoted deliveries', { agent_id: promotions[0]!.agent });
-    const live = promotions.filter((p) => p.deadline > now);
+    const live = promotions.filter((p) => p.deadline > now && !entryTooLateToSend(p.entry, now));
     if (live.length < promotions.length)
       this.d.log.info(
         { agent_id: promotions[0]!.agent, count: promotions.length - live.length },
-        'promoted past their ack deadline: not sent, the deadline sweep ends them',
+        'promoted too close to (or past) their budget: not sent, the deadline sweep ends them',
       );
     if (live.length === 0) return;
     this.d

@@ -13,8 +13,8 @@ import { testEnvelope } from '../../helpers/envelope.js';
 // run a task the deadline sweep is about to end DEAD.
 const codec = { encode: () => Buffer.alloc(8), schemaId: () => 1 } as unknown as SchemaCodec;
 
-function promotion(seq: number, deadline: number) {
-  const envelope = testEnvelope({ capability: 'c' }) as unknown as Envelope;
+function promotion(seq: number, deadline: number, budgetAt: number | null = null) {
+  const envelope = testEnvelope({ capability: 'c', ...(budgetAt === null ? {} : { created_at: budgetAt - 30_000 }) }) as unknown as Envelope;
   const parts = entryPartsOf(
     {
       message_id: envelope.message_id,
@@ -23,7 +23,7 @@ function promotion(seq: number, deadline: number) {
       attempt: 0,
       routed_at: 0,
       deadline_at: deadline,
-      budget_deadline_at: null,
+      budget_deadline_at: budgetAt,
       rule: null,
       envelope,
     },
@@ -52,5 +52,24 @@ describe('promoted deliveries', () => {
     expect(announced.flat().map((a) => a.seq)).toEqual([2]);
     promoter.handle([promotion(4, now - 1)], now);
     expect(announced.flat().map((a) => a.seq)).toEqual([2]);
+  });
+
+  it('are not sent with too little of their budget left to be answered in it', async () => {
+    const announced: Announcement[][] = [];
+    const promoter = new Promoter({
+      codec,
+      service: 'dispatcher',
+      instance: 'd1',
+      outbox: { post: () => undefined } as never,
+      metrics: dispatcherMetrics(new ServiceMetrics('dispatcher')),
+      log: silentLogger,
+      announce: async (items) => void announced.push([...items]),
+    });
+    const now = 1_800_000_000_000;
+    // The deadline never outlives the budget: promoted 71 ms before both ends (the long chaos
+    // run's "DEAD though acked"), then with 1.5 s and with 20 s left.
+    promoter.handle([promotion(1, now + 71, now + 71), promotion(2, now + 1_500, now + 1_500), promotion(3, now + 10_000, now + 20_000)], now);
+    await Promise.resolve();
+    expect(announced.flat().map((a) => a.seq)).toEqual([2, 3]);
   });
 });
