@@ -1,8 +1,16 @@
 import { ReachError, type Logger } from '@reach/core';
 import type { Pool, Redis } from '@reach/store';
+import { PgClaims } from './pg-claims.js';
 
 /** `new`: this message owns the key. `duplicate`: another message took it first. */
 export type IdempotencyClaim = { readonly kind: 'new' } | { readonly kind: 'duplicate'; readonly messageId: string };
+
+/**
+ * After PostgreSQL failed a claim, claims Redis decides skip it for this long (then one batch
+ * tries it again): a PostgreSQL that is down or restarting costs each claim a failed connect,
+ * which held ingress to a third of its rate through `kill -9` of PostgreSQL (`pnpm chaos`).
+ */
+export const PG_RETRY_AFTER_MS = 1_000;
 
 /** The Redis key of an idempotency key (SPEC R-D5). */
 export function idempotencyRedisKey(producer: string, key: string): string {
@@ -22,39 +30,32 @@ const RELEASE_SCRIPT = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`;
 
-// One statement: take the key (or an expired row of it), else report who holds it. The
-// fallback SELECT sees the snapshot from before the statement; a holder that committed during
-// it is found by the caller's second try.
-const CLAIM_SQL = `
-WITH claimed AS (
-  INSERT INTO idempotency_keys (producer, idempotency_key, message_id, expires_at)
-  VALUES ($1, $2, $3, now() + make_interval(secs => $4))
-  ON CONFLICT (producer, idempotency_key) DO UPDATE
-    SET message_id = excluded.message_id, created_at = now(), expires_at = excluded.expires_at
-    WHERE idempotency_keys.expires_at <= now()
-  RETURNING message_id
-)
-SELECT message_id FROM claimed
-UNION ALL
-SELECT message_id FROM idempotency_keys
- WHERE producer = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM claimed)`;
-
 /**
  * Idempotency keys (SPEC R-D5): Redis SET NX with a TTL is the fast path; the PostgreSQL table
  * `idempotency_keys` (unique on producer + key) is the durable backstop that still answers
- * "duplicate" when Redis lost the key or is down. Either store alone is enough to decide; only
- * when both are unreachable does a claim fail (5002, retryable).
+ * "duplicate" when Redis lost the key or is down (claimed in batches: pg-claims.ts). Either
+ * store alone is enough to decide; only when both are unreachable does a claim fail (5002,
+ * retryable). After a failed PostgreSQL claim, Redis alone decides for PG_RETRY_AFTER_MS.
  *
  * The same message claiming its own key again (a Kafka record replayed after a crash between
  * claiming and producing) counts as `new`, so a replay is forwarded again rather than lost.
  */
 export class IdempotencyStore {
+  private readonly pgClaims: PgClaims;
+  /** Until when PostgreSQL counts as away (epoch ms): Redis alone decides meanwhile. */
+  private pgAwayUntil = 0;
+  /** Set while a store is away, so an outage is logged once, not once per message. */
+  private redisAway = false;
+  private pgAway = false;
+
   constructor(
     private readonly redis: Redis,
     private readonly pg: Pool,
     private readonly ttlS: number,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.pgClaims = new PgClaims(pg, ttlS);
+  }
 
   async claim(producer: string, key: string, messageId: string): Promise<IdempotencyClaim> {
     const redisKey = idempotencyRedisKey(producer, key);
@@ -62,21 +63,29 @@ export class IdempotencyStore {
     let redisHolder: string | null | undefined;
     try {
       redisHolder = (await this.redis.eval(CLAIM_SCRIPT, 1, redisKey, messageId, String(this.ttlS))) as string | null;
+      if (this.redisAway) this.log.info('idempotency: Redis answers again');
+      this.redisAway = false;
     } catch (err) {
-      this.log.warn({ err, message_id: messageId }, 'idempotency: Redis unavailable; deciding from PostgreSQL');
+      if (!this.redisAway) this.log.warn({ err, message_id: messageId }, 'idempotency: Redis unavailable; deciding from PostgreSQL until it answers');
+      this.redisAway = true;
     }
     if (typeof redisHolder === 'string' && redisHolder !== messageId) return { kind: 'duplicate', messageId: redisHolder };
+    // Redis decided; the durable copy is missing for this key while PostgreSQL is away (a
+    // later Redis loss could let a duplicate through, which the at-least-once contract tolerates).
+    if (redisHolder !== undefined && Date.now() < this.pgAwayUntil) return { kind: 'new' };
 
-    let pgHolder: string | undefined;
+    let pgHolder: string;
     try {
-      pgHolder = await this.claimInPg(producer, key, messageId);
+      pgHolder = await this.pgClaims.claim(producer, key, messageId);
+      if (this.pgAway) this.log.info('idempotency: PostgreSQL answers again');
+      this.pgAway = false;
     } catch (err) {
       if (redisHolder === undefined) {
         throw new ReachError('DEPENDENCY_UNAVAILABLE', 'idempotency keys unavailable: neither Redis nor PostgreSQL answered', { cause: err });
       }
-      // Redis decided; the durable copy is missing for this key (a later Redis loss could let a
-      // duplicate through, which the at-least-once contract tolerates).
-      this.log.warn({ err, message_id: messageId }, 'idempotency: PostgreSQL unavailable; decided by Redis alone');
+      this.pgAwayUntil = Date.now() + PG_RETRY_AFTER_MS;
+      if (!this.pgAway) this.log.warn({ err, message_id: messageId }, 'idempotency: PostgreSQL unavailable; deciding by Redis alone until it answers');
+      this.pgAway = true;
       return { kind: 'new' };
     }
     if (pgHolder === messageId) return { kind: 'new' };
@@ -113,15 +122,5 @@ export class IdempotencyStore {
         .query('DELETE FROM idempotency_keys WHERE producer = $1 AND idempotency_key = $2 AND message_id = $3', [producer, key, messageId])
         .catch((err: unknown) => this.log.warn({ err, message_id: messageId }, 'idempotency: could not release the PostgreSQL key')),
     ]);
-  }
-
-  private async claimInPg(producer: string, key: string, messageId: string): Promise<string> {
-    for (let tries = 0; tries < 3; tries++) {
-      const res = await this.pg.query<{ message_id: string }>(CLAIM_SQL, [producer, key, messageId, this.ttlS]);
-      const holder = res.rows[0]?.message_id;
-      if (holder !== undefined) return holder;
-      // The holder committed while our statement ran (invisible to its snapshot): ask again.
-    }
-    throw new ReachError('DEPENDENCY_UNAVAILABLE', 'idempotency key could neither be claimed nor read');
   }
 }

@@ -3,6 +3,7 @@ import { ulid } from 'ulid';
 import { ReachError, silentLogger } from '../../../packages/core/dist/index.js';
 import { createPgPool, createRedis, type Pool, type Redis } from '../../../packages/store/dist/index.js';
 import { IdempotencyStore, idempotencyRedisKey } from '../../../services/ingress/dist/idempotency.js';
+import { PgClaims } from '../../../services/ingress/dist/pg-claims.js';
 import { stack, uniq } from '../../helpers/env.js';
 
 // The idempotency store of ingress (SPEC R-D5) on the real Redis and PostgreSQL, and on
@@ -13,6 +14,21 @@ let deadRedis: Redis;
 let deadPg: Pool;
 
 const msg = () => `msg_${ulid()}`;
+
+/** The pool, counting the statements sent through it. */
+function counting(target: Pool): { pool: Pool; statements: () => number } {
+  let n = 0;
+  const pool = new Proxy(target, {
+    get: (t, prop, receiver) =>
+      prop === 'query'
+        ? (...args: unknown[]) => {
+            n++;
+            return (t.query as (...a: unknown[]) => unknown).apply(t, args);
+          }
+        : Reflect.get(t, prop, receiver),
+  });
+  return { pool, statements: () => n };
+}
 
 beforeAll(() => {
   redis = createRedis(stack.redisUrl, silentLogger);
@@ -96,5 +112,40 @@ describe('IdempotencyStore', () => {
     const winners = ids.filter((_, i) => claims[i]!.kind === 'new');
     expect(winners).toHaveLength(1);
     for (const c of claims) if (c.kind === 'duplicate') expect(c.messageId).toBe(winners[0]);
+  });
+
+  it('claims concurrent keys in a few PostgreSQL statements, not one per message', async () => {
+    const { pool, statements } = counting(pg);
+    const store = new IdempotencyStore(redis, pool, 300, silentLogger);
+    const producer = uniq('it.idem');
+    const ids = Array.from({ length: 40 }, msg);
+    const claims = await Promise.all(ids.map((id, i) => store.claim(producer, `k${i}`, id)));
+    expect(claims.every((c) => c.kind === 'new')).toBe(true);
+    // Redis answers the 40 in one or a few socket reads; each read's claims share a statement.
+    expect(statements()).toBeLessThan(5);
+    const rows = await pg.query('SELECT count(*)::int AS n FROM idempotency_keys WHERE producer = $1', [producer]);
+    expect(rows.rows[0]).toEqual({ n: 40 });
+  });
+
+  it('gives a key named twice in one batch to its first claimant', async () => {
+    const claims = new PgClaims(pg, 300);
+    const producer = uniq('it.idem');
+    const [a, b, c] = [msg(), msg(), msg()];
+    const holders = await Promise.all([claims.claim(producer, 'k', a), claims.claim(producer, 'k', b), claims.claim(producer, 'other', c)]);
+    expect(holders).toEqual([a, a, c]);
+    expect(await claims.claim(producer, 'k', b)).toBe(a);
+  });
+
+  it('stops asking a PostgreSQL that failed for a while, Redis deciding alone', async () => {
+    const { pool, statements } = counting(deadPg);
+    const store = new IdempotencyStore(redis, pool, 300, silentLogger);
+    const producer = uniq('it.idem');
+    const [a, b, c] = [msg(), msg(), msg()];
+    expect(await store.claim(producer, 'k1', a)).toEqual({ kind: 'new' });
+    expect(statements()).toBe(1);
+    // Within PG_RETRY_AFTER_MS: decided by Redis, PostgreSQL not asked.
+    expect(await store.claim(producer, 'k2', b)).toEqual({ kind: 'new' });
+    expect(await store.claim(producer, 'k1', c)).toEqual({ kind: 'duplicate', messageId: a });
+    expect(statements()).toBe(1);
   });
 });
