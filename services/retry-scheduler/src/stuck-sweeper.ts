@@ -28,6 +28,8 @@ import type { EndVerdicts } from './end-marks.js';
  */
 const LOCK_KEY = 0x72656163; // 'reac'
 const BATCH = 500;
+/** Pages read in one sweep at most (so one sweep declares up to 10,000 messages). */
+const MAX_PAGES = 20;
 const REMEMBER_MS = 10 * 60_000;
 
 export interface StuckSweeperDeps {
@@ -56,6 +58,12 @@ export interface StuckSweeperDeps {
   readModelCompleteUntil?: (now: number) => Promise<number>;
   /** Counts messages past their deadline left for a later round because the read model lags. */
   onHeldBack?: (count: number) => void;
+}
+
+/** Where a page of candidates ended: the next page starts after it. */
+interface PageEnd {
+  createdAt: Date;
+  messageId: string;
 }
 
 /** The read-model columns the sweep selects. */
@@ -112,18 +120,53 @@ export class StuckSweeper {
     return this.job.stop();
   }
 
-  /** One sweep; returns how many messages it declared DEAD. */
+  /**
+   * One sweep; returns how many messages it declared DEAD. It reads the candidates a page of
+   * BATCH at a time (oldest first) and goes on while pages come back full, up to MAX_PAGES: an
+   * outage's backlog past its budget (tens of thousands at 500 msg/s) ends within a sweep or
+   * two, not at BATCH per interval (`pnpm chaos --long`: declared DEAD 2.5 min past its budget).
+   */
   async sweep(now: number = Date.now()): Promise<number> {
     for (const [id, at] of this.declared) if (now - at > REMEMBER_MS) this.declared.delete(id);
-    const minBudget = Math.min(this.d.budget.defaultMs, ...Object.values(this.d.budget.byType));
     const complete = (await this.d.readModelCompleteUntil?.(now)) ?? Number.POSITIVE_INFINITY;
+    let declared = 0;
+    let heldBack = 0;
+    let after: PageEnd | undefined;
+    for (let page = 0; page < MAX_PAGES; page++) {
+      const r = await this.sweepPage(now, complete, after);
+      if (r === undefined) break; // another instance sweeps
+      declared += r.declared;
+      heldBack += r.heldBack;
+      // Rows after a held-back one are (but for shorter budgets) later still: next round.
+      if (r.last === undefined || r.heldBack > 0) break;
+      after = r.last;
+    }
+    if (declared > 0) this.d.log.info({ count: declared }, 'stuck messages declared DEAD');
+    if (heldBack > 0) {
+      this.d.onHeldBack?.(heldBack);
+      const lagS = Number.isFinite(complete) ? Math.round((now - complete) / 1000) : null;
+      this.d.log.info({ count: heldBack, read_model_complete_s_ago: lagS }, 'past their budget, but the read model lags behind them: judged in a later round');
+    }
+    return declared;
+  }
+
+  /**
+   * One page of candidates after `after` (in created_at, message_id order), under the advisory
+   * lock. Undefined when another instance holds the lock; `last` is set when the page was full.
+   */
+  private async sweepPage(
+    now: number,
+    complete: number,
+    after: PageEnd | undefined,
+  ): Promise<{ declared: number; heldBack: number; last?: PageEnd } | undefined> {
+    const minBudget = Math.min(this.d.budget.defaultMs, ...Object.values(this.d.budget.byType));
     const client = await this.d.pg.connect();
     try {
       await client.query('BEGIN');
       const locked = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [LOCK_KEY]);
       if (!locked.rows[0]?.ok) {
         await client.query('ROLLBACK');
-        return 0;
+        return undefined;
       }
       // Candidates by index (status); the exact per-type budget is applied below.
       const res = await client.query<Row>(
@@ -133,9 +176,10 @@ export class StuckSweeper {
            FROM messages
           WHERE status IN ('PENDING', 'ROUTED', 'DELIVERING')
             AND (created_at < $1::timestamptz OR expire_at < $2::timestamptz)
-          ORDER BY created_at
+            AND ($4::timestamptz IS NULL OR (created_at, message_id) > ($4::timestamptz, $5::text))
+          ORDER BY created_at, message_id
           LIMIT $3`,
-        [new Date(now - minBudget - this.d.graceMs), new Date(now - this.d.graceMs), BATCH],
+        [new Date(now - minBudget - this.d.graceMs), new Date(now - this.d.graceMs), BATCH, after?.createdAt ?? null, after?.messageId ?? null],
       );
       const due: Array<{ row: Row; deadline: number }> = [];
       let heldBack = 0;
@@ -176,16 +220,8 @@ export class StuckSweeper {
         this.declared.set(id, now);
         this.d.onDeclared?.(code);
       }
-      if (ids.length > 0) this.d.log.info({ count: ids.length }, 'stuck messages declared DEAD');
-      if (heldBack > 0) {
-        this.d.onHeldBack?.(heldBack);
-        const lagS = Number.isFinite(complete) ? Math.round((now - complete) / 1000) : null;
-        this.d.log.info(
-          { count: heldBack, read_model_complete_s_ago: lagS },
-          'past their budget, but the read model lags behind them: judged in a later round',
-        );
-      }
-      return ids.length;
+      const lastRow = res.rows.length === BATCH ? res.rows[res.rows.length - 1] : undefined;
+      return { declared: ids.length, heldBack, ...(lastRow ? { last: { createdAt: lastRow.created_at, messageId: lastRow.message_id } } : {}) };
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;

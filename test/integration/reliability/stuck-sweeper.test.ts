@@ -107,4 +107,23 @@ describe('stuck-message sweeper (issue #4 point 4, SPEC R-D2)', () => {
     await eventually(`${stuck} DEAD`, async () => ((await statusOf(stuck))?.status === 'DEAD' ? true : undefined), SWEEP_MS + GRACE_MS + LAG_MS);
     expect(await statusOf(parked)).toMatchObject({ status: 'PENDING', code: 2001 });
   });
+
+  it('a backlog of stuck messages larger than one page ends DEAD within one sweep, not a page per sweep', async () => {
+    // An outage's backlog: 2,000 messages left PENDING past their budget (a page is 500; one
+    // page per sweep would take four sweeps, 20 s).
+    const createdAt = Date.now() - TASK_REQUEST_BUDGET_MS - GRACE_MS - 10_000;
+    const events = Array.from({ length: 2_000 }, () => statusEvent({ state: 'PENDING', createdAt, capability: 'rel_stuck_backlog' }));
+    for (let i = 0; i < events.length; i += 500) await sendStatus(producer, registry, ...events.slice(i, i + 500));
+    const ids = events.map((e) => e.message_id);
+    const last = ids[ids.length - 1]!;
+    await eventually(`${last} PENDING`, async () => ((await statusOf(last))?.status === 'PENDING' ? true : undefined), LAG_MS);
+    await eventually(
+      'all 2,000 DEAD',
+      async () => {
+        const states = await Promise.all(ids.filter((_, i) => i % 50 === 0 || i === ids.length - 1).map(async (id) => (await statusOf(id))?.status));
+        return states.every((s) => s === 'DEAD') ? true : undefined;
+      },
+      SWEEP_MS + GRACE_MS + LAG_MS,
+    );
+  });
 });
