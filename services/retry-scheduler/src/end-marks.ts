@@ -1,7 +1,17 @@
+import { ReachError } from '@reach/core';
 import { ACK_JOURNAL, ENDED_MESSAGES, WORK_IN_PROGRESS, type Redis } from '@reach/store';
 
 /** How long a DEAD mark is kept: longer than any buffered delivery can still be answered. */
 export const ENDED_KEEP_MS = 24 * 3600 * 1000;
+
+/**
+ * After Redis was away, how long it must answer again before messages are marked: acks the
+ * dispatchers received meanwhile are tried again until Redis takes them (every ≤ 1 s, once
+ * their client has reconnected, ≤ 5 s), and one that lands after the mark is refused — DEAD
+ * though acked (`pnpm chaos --long`: 9 messages marked 0.1 s after Redis came back, their acks
+ * stored 2 s later).
+ */
+export const REJOIN_MS = 7_000;
 
 // For each message id, in one step with the dispatcher's take script (which refuses an answer
 // to a marked message): acked (its ack is in the journal: DELIVERED is on its way), working (its
@@ -46,8 +56,10 @@ interface MarkCommand {
  */
 export class EndMarks {
   private readonly scripts: MarkCommand;
+  /** Set once a mark failed (Redis away); cleared when Redis has answered again for REJOIN_MS. */
+  private away: { backAt: number | undefined } | undefined;
 
-  constructor(redis: Redis) {
+  constructor(private readonly redis: Redis) {
     redis.defineCommand('reachMarkEnded', { numberOfKeys: 3, lua: MARK });
     this.scripts = redis as unknown as MarkCommand;
   }
@@ -57,8 +69,39 @@ export class EndMarks {
     const working = new Set<string>();
     const ended = new Set<string>();
     if (ids.length === 0) return { acked, working, ended };
-    const letters = await this.scripts.reachMarkEnded(ACK_JOURNAL.acked, WORK_IN_PROGRESS, ENDED_MESSAGES, now, ENDED_KEEP_MS, ...ids);
+    await this.rejoined(now);
+    let letters: string;
+    try {
+      letters = await this.scripts.reachMarkEnded(ACK_JOURNAL.acked, WORK_IN_PROGRESS, ENDED_MESSAGES, now, ENDED_KEEP_MS, ...ids);
+    } catch (err) {
+      this.away = { backAt: undefined };
+      throw err;
+    }
     ids.forEach((id, i) => (letters[i] === 'a' ? acked : letters[i] === 'w' ? working : ended).add(id));
     return { acked, working, ended };
+  }
+
+  /**
+   * Throws (the round is skipped) while Redis is away, or answers again — after this client
+   * lost it, or after a restart (its uptime) — for less than REJOIN_MS.
+   */
+  private async rejoined(now: number): Promise<void> {
+    let uptimeS: number;
+    try {
+      uptimeS = Number(/uptime_in_seconds:(\d+)/.exec(await this.redis.info('server'))?.[1] ?? Infinity);
+    } catch (err) {
+      this.away = { backAt: undefined };
+      throw err;
+    }
+    if (this.away) this.away.backAt ??= now;
+    const backAt = Math.max(this.away?.backAt ?? -Infinity, now - uptimeS * 1000);
+    const left = Math.ceil(backAt + REJOIN_MS - now);
+    if (left > 0) {
+      throw new ReachError(
+        'DEPENDENCY_UNAVAILABLE',
+        `Redis answers again since ${Math.round(now - backAt)} ms: no message is marked DEAD for another ${left} ms, while the acks stored meanwhile land`,
+      );
+    }
+    this.away = undefined;
   }
 }
