@@ -12,6 +12,8 @@ export const ENDED_KEEP_MS = 24 * 3600 * 1000;
  * stored 2 s later).
  */
 export const REJOIN_MS = 7_000;
+/** An answer slower than this means the client waited for Redis to come back. */
+const SLOW_ANSWER_MS = 1_000;
 
 // For each message id, in one step with the dispatcher's take script (which refuses an answer
 // to a marked message): acked (its ack is in the journal: DELIVERED is on its way), working (its
@@ -87,11 +89,17 @@ export class EndMarks {
    */
   private async rejoined(now: number): Promise<void> {
     let uptimeS: number;
+    const asked = Date.now();
     try {
       uptimeS = Number(/uptime_in_seconds:(\d+)/.exec(await this.redis.info('server'))?.[1] ?? Infinity);
     } catch (err) {
       this.away = { backAt: undefined };
       throw err;
+    }
+    // A slow answer waited in the client's offline queue: Redis was away until just now.
+    if (Date.now() - asked > SLOW_ANSWER_MS) {
+      this.away = { backAt: undefined };
+      throw new ReachError('DEPENDENCY_UNAVAILABLE', `Redis answered after ${Date.now() - asked} ms: it was away; no message is marked DEAD this round`);
     }
     if (this.away) this.away.backAt ??= now;
     const backAt = Math.max(this.away?.backAt ?? -Infinity, now - uptimeS * 1000);

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Redis } from '@reach/store';
 import { EndMarks, REJOIN_MS } from '../../../services/retry-scheduler/dist/end-marks.js';
 
@@ -9,10 +9,13 @@ import { EndMarks, REJOIN_MS } from '../../../services/retry-scheduler/dist/end-
 class FakeRedis {
   uptimeS = 3600;
   down = false;
+  /** How long an answer waits (a command queued while the client reconnects). */
+  answerAfterMs = 0;
   marked: string[] = [];
   defineCommand(): void {}
   async info(): Promise<string> {
     if (this.down) throw new Error('connect ECONNREFUSED');
+    if (this.answerAfterMs > 0) await new Promise((r) => setTimeout(r, this.answerAfterMs));
     return `# Server\r\nredis_version:7.0.15\r\nuptime_in_seconds:${this.uptimeS}\r\n`;
   }
   async reachMarkEnded(...args: Array<string | number>): Promise<string> {
@@ -54,5 +57,24 @@ describe('EndMarks after a Redis outage', () => {
     expect([...(await marks.mark(['m1'], t0 + 5_000 + REJOIN_MS)).ended]).toEqual(['m1']);
     // Settled: the next round marks at once.
     expect([...(await marks.mark(['m2'], t0 + 5_000 + REJOIN_MS + 1)).ended]).toEqual(['m2']);
+  });
+
+  it('counts an answer that waited for the client to reconnect as Redis coming back', async () => {
+    vi.useFakeTimers({ now: t0 });
+    try {
+      const redis = new FakeRedis();
+      redis.answerAfterMs = 4_000; // queued until a cut network came back: the uptime does not tell
+      const marks = new EndMarks(redis as unknown as Redis);
+      const first = marks.mark(['m1'], Date.now()).catch((e: unknown) => e);
+      await vi.advanceTimersByTimeAsync(4_000);
+      expect(await first).toMatchObject({ codeName: 'DEPENDENCY_UNAVAILABLE' });
+      redis.answerAfterMs = 0;
+      await expect(marks.mark(['m1'], Date.now())).rejects.toMatchObject({ codeName: 'DEPENDENCY_UNAVAILABLE' });
+      expect(redis.marked).toEqual([]);
+      await vi.advanceTimersByTimeAsync(REJOIN_MS);
+      expect([...(await marks.mark(['m1'], Date.now())).ended]).toEqual(['m1']);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
