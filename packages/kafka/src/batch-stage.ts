@@ -57,7 +57,7 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
   // A stop ends the lingers at once: it waits for the batches in hand.
   const lingering = new Set<() => void>();
   let stopping = false;
-  const committer = new OffsetCommitter(consumer, log);
+  const committer = new OffsetCommitter(consumer, log, undefined, opts.onFatal);
   const handleAndProduce = async (records: readonly InRecord[]): Promise<void> => {
     await produceAll(opts.producer, await opts.handleBatch(records));
   };

@@ -101,7 +101,7 @@ type Outcome = { kind: 'ok'; out: readonly OutRecord[] } | { kind: 'retry'; erro
 export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
   const log = opts.logger.child({ component: 'stage', group: opts.groupId });
   const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal, undefined, opts.consumerRetry);
-  const committer = new OffsetCommitter(consumer, log, opts.commitIntervalMs);
+  const committer = new OffsetCommitter(consumer, log, opts.commitIntervalMs, opts.onFatal);
   const chunkSize = opts.chunkSize ?? 500;
   const concurrency = opts.concurrency ?? 1;
   const tracer = opts.tracer ?? NOOP_TRACER;

@@ -85,7 +85,7 @@ export async function runDelayStage<T>(opts: DelayStageOptions<T>): Promise<Runn
   let stopped = false;
 
   const consumer = createStageConsumer(opts.kafka, opts.groupId, log, opts.onFatal, { maxWaitMs: IDLE_FETCH_WAIT_MS });
-  const committer = new OffsetCommitter(consumer, log);
+  const committer = new OffsetCommitter(consumer, log, undefined, opts.onFatal);
 
   const step = async (record: InRecord, run: () => Promise<T>): Promise<Step<T>> => {
     try {

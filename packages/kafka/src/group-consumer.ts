@@ -130,6 +130,16 @@ export function createStageConsumer(
 }
 
 /**
+ * How long done records may fail to commit before the loop counts as wedged. A broker restart
+ * or a rebalance fails commits for seconds (a broker restart here ~15–25 s); a consumer kafkajs
+ * left behind a broker restart failed them with "the coordinator is not aware of this member"
+ * for good (`pnpm chaos --long`: the tracker for 15 minutes, its offsets — and with them the
+ * stuck sweep, which waits for the read model — frozen). A restarted process rejoins and
+ * replays from the last commit (at-least-once).
+ */
+export const COMMIT_STUCK_MS = 60_000;
+
+/**
  * Commits the offsets of records whose outputs are durably produced, from a timer. Loops run
  * kafkajs with autoCommit off: its autoCommit path adds ~35 ms to every fetch cycle (measured
  * with a 6-partition topic at 1,000 msg/s: p50 37 ms with autoCommit, 1 ms with this).
@@ -140,11 +150,18 @@ export class OffsetCommitter {
   private readonly timer: NodeJS.Timeout;
   /** Set by stopConsumer: batches then commit as they finish, while the group is still joined. */
   private stopping = false;
+  /** When the commits of done records began to fail (undefined: the last one went through). */
+  private failingSince: number | undefined;
 
+  /**
+   * @param onStuck called once when done records could not be committed for COMMIT_STUCK_MS:
+   *   the loop's consumer is wedged, and the caller exits for a supervised restart.
+   */
   constructor(
     private readonly consumer: Consumer,
     private readonly log: Logger,
     intervalMs = 1000,
+    private readonly onStuck: (error: Error) => void = () => undefined,
   ) {
     this.timer = setInterval(() => void this.flush(), intervalMs);
     this.timer.unref();
@@ -167,6 +184,7 @@ export class OffsetCommitter {
     const snapshot = [...this.ready.values()];
     try {
       await this.consumer.commitOffsets(snapshot);
+      this.failingSince = undefined;
       for (const c of snapshot) {
         const key = `${c.topic}:${c.partition}`;
         if (this.ready.get(key)?.offset === c.offset) this.ready.delete(key);
@@ -174,6 +192,12 @@ export class OffsetCommitter {
     } catch (err) {
       // A rebalance moved the partitions: the new owner replays those records.
       this.log.debug({ err }, 'offset commit failed; retried on the next tick');
+      this.failingSince ??= Date.now();
+      if (!this.stopping && Date.now() - this.failingSince >= COMMIT_STUCK_MS) {
+        this.failingSince = Number.POSITIVE_INFINITY; // once
+        this.log.fatal({ err }, `offsets not committed for ${COMMIT_STUCK_MS / 1000} s: the consumer is wedged; exiting for a restart`);
+        this.onStuck(err instanceof Error ? err : new Error(String(err)));
+      }
     }
   }
 
