@@ -66,6 +66,21 @@ export interface FailuresDeps {
   tracer?: Tracer;
 }
 
+/**
+ * Whether a failed attempt counts against its agent's circuit. A wait for a slot (2002) is the
+ * agent being busy, not failing. A missed ack deadline at the message's budget end is the
+ * message running out of time — it came late (a broker restart upstream, a backlog) or was
+ * never sent, having too little budget left — not the agent failing: counted, a broker restart
+ * under load opened every agent's circuit at once and the next 32,374 messages were REJECTED
+ * 3001, no live agent (`pnpm chaos --long`). A missed deadline within the budget (the ack
+ * window), a lost connection and a retryable reject count.
+ */
+export function countsAgainstAgent(f: Pick<AttemptFailure, 'code' | 'failureRetryable'>, budgetAt: number | null, now: number): boolean {
+  if (f.code === 2002) return false;
+  if (f.code === 3002) return budgetAt === null || now < budgetAt;
+  return f.code === 1002 || f.failureRetryable;
+}
+
 export function historyKey(messageId: string): string {
   return `reach:att:${messageId}`;
 }
@@ -95,9 +110,9 @@ export class Failures {
 
   /** The records that settle a failed attempt (produced by the caller, acks=-1). */
   async records(f: AttemptFailure, now: number = Date.now()): Promise<{ records: OutRecord[]; decision: FailureDecision }> {
-    // A wait for a slot is the agent being busy, not failing: it does not count against its circuit.
-    if (f.code !== 2002 && (f.code === 3002 || f.code === 1002 || f.failureRetryable)) this.d.circuits?.record(f.agent, false);
     const env = f.envelope;
+    const budgetAt = f.head.budget_at ?? budgetDeadlineAt(env, this.d.budget);
+    if (countsAgainstAgent(f, budgetAt, now)) this.d.circuits?.record(f.agent, false);
     const attempt = f.head.attempt;
     recordDispatchSpan(
       this.d.tracer ?? NOOP_TRACER,
@@ -108,7 +123,6 @@ export class Failures {
       now,
     );
     const history = await this.remember(env.message_id, { attempt, agent_id: f.agent, code: f.code, reason: f.reason, at: new Date(now).toISOString() });
-    const budgetAt = f.head.budget_at ?? budgetDeadlineAt(env, this.d.budget);
     const decision = decideAfterFailure(
       {
         attempt,
