@@ -152,6 +152,7 @@ export class OffsetCommitter {
   private stopping = false;
   /** When the commits of done records began to fail (undefined: the last one went through). */
   private failingSince: number | undefined;
+  private stuckReported = false;
 
   /**
    * @param onStuck called once when done records could not be committed for COMMIT_STUCK_MS:
@@ -193,8 +194,8 @@ export class OffsetCommitter {
       // A rebalance moved the partitions: the new owner replays those records.
       this.log.debug({ err }, 'offset commit failed; retried on the next tick');
       this.failingSince ??= Date.now();
-      if (!this.stopping && Date.now() - this.failingSince >= COMMIT_STUCK_MS) {
-        this.failingSince = Number.POSITIVE_INFINITY; // once
+      if (!this.stopping && !this.stuckReported && Date.now() - this.failingSince >= COMMIT_STUCK_MS) {
+        this.stuckReported = true;
         this.log.fatal({ err }, `offsets not committed for ${COMMIT_STUCK_MS / 1000} s: the consumer is wedged; exiting for a restart`);
         this.onStuck(err instanceof Error ? err : new Error(String(err)));
       }

@@ -1,5 +1,5 @@
 import type { Logger } from '@reach/core';
-import { createdAtMs, headOf, parseHead } from './entry.js';
+import { createdAtMs, headOf, parseHead, type EntryHead } from './entry.js';
 import type { ReplayBuffer } from './replay-buffer.js';
 
 /**
@@ -41,7 +41,12 @@ export function tooLateToSend(budgetAt: number | null, createdAt: number, now: n
  */
 export function entryTooLateToSend(entry: string, now: number): boolean {
   const head = parseHead(headOf(entry));
-  return head !== undefined && tooLateToSend(head.budget_at ?? null, createdAtMs(head.message), now);
+  return head !== undefined && headTooLateToSend(head, now);
+}
+
+/** tooLateToSend for an entry's head already parsed. */
+export function headTooLateToSend(head: EntryHead, now: number): boolean {
+  return tooLateToSend(head.budget_at ?? null, createdAtMs(head.message), now);
 }
 
 export interface HeldDelivery {

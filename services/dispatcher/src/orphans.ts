@@ -2,7 +2,7 @@ import type { Logger } from '@reach/core';
 import type { SchemaCodec } from '@reach/envelope';
 import type { OutRecord } from '@reach/kafka';
 import { statusRecord } from '@reach/service-kit';
-import { envelopeFromMessageJson, frameOf, headOf, parseHead } from './entry.js';
+import { envelopeFromMessageJson, frameOf, headOf, parseHead, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Outbox } from './outbox.js';
 import type { BufferedEntry, ReplayBuffer } from './replay-buffer.js';
@@ -37,7 +37,11 @@ export function deliveringOfEntry(
   now: number = Date.now(),
 ): OutRecord | undefined {
   const head = parseHead(headOf(entry));
-  if (!head) return undefined;
+  return head ? deliveringOfHead(src, agent, head, detail, now) : undefined;
+}
+
+/** deliveringOfEntry for a head already parsed. */
+export function deliveringOfHead(src: EventSource, agent: string, head: EntryHead, detail: Record<string, unknown>, now: number = Date.now()): OutRecord {
   return statusRecord(
     src.codec,
     {

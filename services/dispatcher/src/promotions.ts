@@ -2,11 +2,11 @@ import type { Logger } from '@reach/core';
 import type { SchemaCodec } from '@reach/envelope';
 import type { OutRecord } from '@reach/kafka';
 import type { Announcement } from './announcer.js';
-import { entryTooLateToSend } from './deadline-holds.js';
-import { entryMessageId, headOf } from './entry.js';
+import { headTooLateToSend } from './deadline-holds.js';
+import { entryMessageId, headOf, parseHead, type EntryHead } from './entry.js';
 import { LANES } from './lanes.js';
 import type { DispatcherMetrics } from './metrics.js';
-import { deliveringOfEntry } from './orphans.js';
+import { deliveringOfHead } from './orphans.js';
 import type { Outbox } from './outbox.js';
 import type { Promotion } from './replay-buffer.js';
 
@@ -29,23 +29,24 @@ export interface PromoterDeps {
 export class Promoter {
   constructor(private readonly d: PromoterDeps) {}
 
-  /** The DELIVERING events of promoted deliveries; also counts them and their wait. */
-  private records(promotions: readonly Promotion[], now: number = Date.now()): OutRecord[] {
+  /**
+   * The DELIVERING events of promoted deliveries, each head parsed once (`heads[i]` of
+   * `promotions[i]`, undefined when unreadable); also counts them and their wait.
+   */
+  private records(promotions: readonly Promotion[], heads: ReadonlyArray<EntryHead | undefined>, now: number): OutRecord[] {
     const out: OutRecord[] = [];
-    for (const p of promotions) {
+    promotions.forEach((p, i) => {
       const lane = LANES[p.lane];
       this.d.metrics.promotions.inc({ priority: lane });
       this.d.metrics.waitSeconds.observe({ priority: lane }, Math.max(0, now - p.queuedAt) / 1000);
-      const record = deliveringOfEntry(
-        this.d,
-        p.agent,
-        p.entry,
-        { seq: p.seq, deadline: new Date(p.deadline).toISOString(), instance: this.d.instance, lane, waited_ms: Math.max(0, now - p.queuedAt) },
-        now,
-      );
-      if (record) out.push(record);
-      else this.d.log.error({ agent_id: p.agent, seq: p.seq }, 'unreadable promoted entry; sent without a DELIVERING event');
-    }
+      const head = heads[i];
+      if (!head) {
+        this.d.log.error({ agent_id: p.agent, seq: p.seq }, 'unreadable promoted entry; sent without a DELIVERING event');
+        return;
+      }
+      const detail = { seq: p.seq, deadline: new Date(p.deadline).toISOString(), instance: this.d.instance, lane, waited_ms: Math.max(0, now - p.queuedAt) };
+      out.push(deliveringOfHead(this.d, p.agent, head, detail, now));
+    });
     return out;
   }
 
@@ -66,8 +67,9 @@ export class Promoter {
    */
   handle(promotions: readonly Promotion[], now: number = Date.now()): void {
     if (promotions.length === 0) return;
-    this.d.outbox.post(this.records(promotions, now), 'DELIVERING status of promoted deliveries', { agent_id: promotions[0]!.agent });
-    const live = promotions.filter((p) => p.deadline > now && !entryTooLateToSend(p.entry, now));
+    const heads = promotions.map((p) => parseHead(headOf(p.entry)));
+    this.d.outbox.post(this.records(promotions, heads, now), 'DELIVERING status of promoted deliveries', { agent_id: promotions[0]!.agent });
+    const live = promotions.filter((p, i) => p.deadline > now && !(heads[i] && headTooLateToSend(heads[i], now)));
     if (live.length < promotions.length)
       this.d.log.info(
         { agent_id: promotions[0]!.agent, count: promotions.length - live.length },

@@ -42,11 +42,10 @@ return 0`;
  */
 export class IdempotencyStore {
   private readonly pgClaims: PgClaims;
-  /** Until when PostgreSQL counts as away (epoch ms): Redis alone decides meanwhile. */
+  /** Until when PostgreSQL counts as away (epoch ms; 0: it answers): Redis alone decides meanwhile. */
   private pgAwayUntil = 0;
-  /** Set while a store is away, so an outage is logged once, not once per message. */
+  /** Set while Redis is away, so an outage is logged once, not once per message. */
   private redisAway = false;
-  private pgAway = false;
 
   constructor(
     private readonly redis: Redis,
@@ -77,15 +76,15 @@ export class IdempotencyStore {
     let pgHolder: string;
     try {
       pgHolder = await this.pgClaims.claim(producer, key, messageId);
-      if (this.pgAway) this.log.info('idempotency: PostgreSQL answers again');
-      this.pgAway = false;
+      if (this.pgAwayUntil > 0) this.log.info('idempotency: PostgreSQL answers again');
+      this.pgAwayUntil = 0;
     } catch (err) {
       if (redisHolder === undefined) {
         throw new ReachError('DEPENDENCY_UNAVAILABLE', 'idempotency keys unavailable: neither Redis nor PostgreSQL answered', { cause: err });
       }
+      if (this.pgAwayUntil === 0)
+        this.log.warn({ err, message_id: messageId }, 'idempotency: PostgreSQL unavailable; deciding by Redis alone until it answers');
       this.pgAwayUntil = Date.now() + PG_RETRY_AFTER_MS;
-      if (!this.pgAway) this.log.warn({ err, message_id: messageId }, 'idempotency: PostgreSQL unavailable; deciding by Redis alone until it answers');
-      this.pgAway = true;
       return { kind: 'new' };
     }
     if (pgHolder === messageId) return { kind: 'new' };
