@@ -11,7 +11,7 @@ import type { DispatcherMetrics } from './metrics.js';
 import type { OrphanRelease } from './orphans.js';
 import type { Outbox } from './outbox.js';
 import type { Outcomes } from './outcomes.js';
-import { presenceRecord } from './presence.js';
+import { PresenceFeed, presenceRecord } from './presence.js';
 import { CLOSE, CONNECT_PATH } from './protocol.js';
 import type { BufferedEntry, ReplayBuffer } from './replay-buffer.js';
 import { RevocationWatch } from './revocation-watch.js';
@@ -71,6 +71,7 @@ export class Gateway implements ConnectionHost {
   private readonly presenceUpdates = new Set<Promise<void>>();
   private closing = false;
   private readonly revocations: RevocationWatch;
+  private readonly presence: PresenceFeed;
 
   constructor(private readonly d: GatewayDeps) {
     this.config = d.config;
@@ -81,6 +82,7 @@ export class Gateway implements ConnectionHost {
     this.metrics = d.metrics;
     this.log = d.log.child({ component: 'gateway' });
     this.revocations = new RevocationWatch(d.pg, this.log, () => this.all);
+    this.presence = new PresenceFeed((records) => this.outbox.send(records), this.log);
     this.wss = new WebSocketServer({
       noServer: true,
       maxPayload: d.config.maxFrameBytes,
@@ -192,9 +194,7 @@ export class Gateway implements ConnectionHost {
 
   presenceConnected(conn: AgentConnection): void {
     const agent = conn.agentId!;
-    this.outbox.post([presenceRecord(this.codec, { agentId: agent, connected: true, instance: this.d.instanceId, connectionId: conn.id })], 'presence', {
-      agent_id: agent,
-    });
+    this.presence.publish(agent, presenceRecord(this.codec, { agentId: agent, connected: true, instance: this.d.instanceId, connectionId: conn.id }));
   }
 
   private async presenceDisconnected(conn: AgentConnection, agent: string): Promise<void> {
@@ -206,9 +206,7 @@ export class Gateway implements ConnectionHost {
       this.log.warn({ err, agent_id: agent }, 'cannot read the connection generation; presence not updated');
       return;
     }
-    this.outbox.post([presenceRecord(this.codec, { agentId: agent, connected: false, instance: this.d.instanceId, connectionId: conn.id })], 'presence', {
-      agent_id: agent,
-    });
+    this.presence.publish(agent, presenceRecord(this.codec, { agentId: agent, connected: false, instance: this.d.instanceId, connectionId: conn.id }));
     this.log.info({ agent_id: agent, connection_id: conn.id }, 'agent disconnected');
     if (!this.closing) setTimeout(() => void this.failOverIfGone(agent, conn.generation), this.config.reconnectGraceMs).unref();
   }
@@ -250,8 +248,9 @@ export class Gateway implements ConnectionHost {
     this.wss.close();
   }
 
-  /** Waits for the presence updates of closed connections to be queued. */
+  /** Waits for the presence updates of closed connections to be sent (once more if they failed). */
   async drain(): Promise<void> {
     await Promise.allSettled([...this.presenceUpdates]);
+    await this.presence.close();
   }
 }

@@ -57,8 +57,21 @@ async function allDelivered(ids: readonly string[], timeoutMs: number): Promise<
       timeoutMs,
     );
   } catch (err) {
-    throw new Error(`${(err as Error).message}; last states: ${JSON.stringify(Object.fromEntries(seen))}`);
+    // Why the others ended as they did (code, reason and the detail of their last event, e.g. the
+    // router's rejected candidates), so that a failure in CI explains itself.
+    const why = await Promise.all([...seen].filter(([, s]) => s !== 'DELIVERED').map(([id]) => whyNotDelivered(id)));
+    throw new Error(`${(err as Error).message}; last states: ${JSON.stringify(Object.fromEntries(seen))}; not delivered: ${JSON.stringify(why)}`);
   }
+}
+
+async function whyNotDelivered(id: string): Promise<unknown> {
+  const get = async (path: string) => {
+    const res = await fetch(`${urls.ingress}/v1/messages/${id}${path}`, { headers: auth(), signal: AbortSignal.timeout(5_000) }).catch(() => undefined);
+    return res?.ok ? ((await res.json()) as unknown) : undefined;
+  };
+  const [status, events] = await Promise.all([get(''), get('/events')]);
+  const list = (events as { events?: unknown[] } | undefined)?.events ?? [];
+  return { id, status, last_event: list[list.length - 1] };
 }
 
 let producer: Producer;

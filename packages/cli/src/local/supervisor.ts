@@ -43,6 +43,9 @@ interface Running {
   generation: number;
 }
 
+/** The exit code of a process (the JVM) that stopped on SIGTERM: a polite stop, not a crash. */
+export const SIGTERM_EXIT = 143;
+
 /** A run this long before its crash was no crash loop: the backoff starts again. */
 export const STABLE_RUN_MS = 30_000;
 const CRASH_LOOP_WINDOW_MS = 5 * 60_000;
@@ -105,8 +108,10 @@ export class Supervisor {
   private onExit(r: Running, code: number | null): void {
     if (this.stopping || !this.procs.includes(r)) return;
     const now = Date.now();
-    // Only crashes count towards the limit: a clean exit (`reach restart`) comes back at once.
-    const crashed = code !== 0;
+    // Only crashes count towards the limit: a clean exit comes back at once. So does a stop by
+    // SIGTERM (`reach restart`): the JVM exits 143 then, which counted as a crash and put a
+    // broker restarted twice within 30 s into the crash-loop backoff (1 s, 2 s, 4 s, 8 s).
+    const crashed = code !== 0 && code !== SIGTERM_EXIT;
     const recent = crashLoop(r.restarts, now, now - r.startedAt);
     if (crashed && recent.length >= 10) {
       this.onEvent(
