@@ -19,10 +19,14 @@
  * each: seq, entry, lane (1..3), queued_at, deadline.
  */
 
+import { MIN_SEND_BUDGET_MS } from './deadline-holds.js';
+
 const FILL_FUNCTIONS = `
 local LANE_NAMES = {'HIGH', 'NORMAL', 'LOW'}
 local CREDIT_FIELDS = {'H', 'N', 'L'}
 local MAX_PROMOTIONS = 1000
+local MAX_PASSED = 1000
+local TOO_LATE_MS = ${MIN_SEND_BUDGET_MS}
 
 -- epoch ms -> RFC 3339 UTC with milliseconds (what Date.prototype.toISOString gives)
 local function iso(ms)
@@ -75,21 +79,48 @@ local function waitMember(f, lane, order)
   return f.agent .. '|' .. LANE_NAMES[lane] .. '|' .. order
 end
 
+-- A waiting entry with less than MIN_SEND_BUDGET_MS of its budget left (deadline-holds.ts
+-- tooLateToSend; its first line holds budget_at): it could not be answered in time.
+local function tooLate(f, member)
+  local budget = tonumber(string.match(member, '^%d+ (%d+) '))
+  return budget ~= nil and budget > 0 and budget - TOO_LATE_MS <= f.now
+end
+
+-- The first entry of a lane from position \`from\` that can still be sent (member, order), and
+-- how many too-late ones it passed over (at most MAX_PASSED).
+local function firstSendable(f, lane, from)
+  local passed = 0
+  while passed < MAX_PASSED do
+    local r = redis.call('ZRANGE', KEYS[3 + lane], from + passed, from + passed, 'WITHSCORES')
+    if #r == 0 then return nil, nil, passed end
+    if not tooLate(f, r[1]) then return r[1], r[2], passed end
+    passed = passed + 1
+  end
+  return nil, nil, passed
+end
+
 -- Promotes waiting entries while the agent has a free slot: the lane by smooth weighted round
--- robin over the non-empty lanes (lanes.ts), FIFO within it.
+-- robin over the non-empty lanes (lanes.ts), FIFO within it. An entry too late to be sent is
+-- passed over and stays in its lane, where the wait-deadline sweep ends it at its budget
+-- (2002 → DEAD 3005). Promoted, it held a slot until its ack deadline with nothing sent, and
+-- after a broker restart a backlog of them starved agents for good: each freed slot went to the
+-- next late entry, the live ones behind waited until they were late too (\`pnpm chaos --long\`:
+-- 8 of 9 SDK agents acked nothing for ten minutes, 48 % of the messages DEAD).
 local function fill(f)
   local out = {}
   if redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) == 0 then return out end -- the common case: nothing waits
-  local sizes = {redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), redis.call('ZCARD', KEYS[6])}
+  local avail = {redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), redis.call('ZCARD', KEYS[6])}
   local inflight = redis.call('ZCARD', KEYS[2])
   if f.limit > 0 and inflight >= f.limit then return out end
   local raw = redis.call('HMGET', KEYS[7], 'H', 'N', 'L')
   local credit = {tonumber(raw[1]) or 0, tonumber(raw[2]) or 0, tonumber(raw[3]) or 0}
+  -- Too-late entries passed over at the head of each lane in this call.
+  local skipped = {0, 0, 0}
   local n = 0
   while (f.limit <= 0 or inflight < f.limit) and n < MAX_PROMOTIONS do
     local total, best = 0, 0
     for i = 1, 3 do
-      if sizes[i] > 0 then
+      if avail[i] > 0 then
         credit[i] = credit[i] + f.w[i]
         total = total + f.w[i]
         if best == 0 or credit[i] > credit[best] then best = i end
@@ -97,28 +128,36 @@ local function fill(f)
     end
     if best == 0 then break end
     credit[best] = credit[best] - total
-    local popped = redis.call('ZPOPMIN', KEYS[3 + best])
-    sizes[best] = sizes[best] - 1
-    if sizes[best] == 0 then emptied(credit, f.w, sizes, best) end
-    local member, order = popped[1], popped[2]
-    redis.call('ZREM', KEYS[8], waitMember(f, best, order))
-    local window, budget, queuedAt, attempt, at = string.match(member, '^(%d+) (%d+) (%d+) (%d+)\\n()')
-    if window then
-      local nl = string.find(member, '\\n', at, true)
-      local deadline = f.now + tonumber(window)
-      budget = tonumber(budget)
-      if budget > 0 and budget < deadline then deadline = budget end
-      local seq = redis.call('INCR', KEYS[1])
-      local entry = string.sub(member, at, nl - 1) .. '\\n{"type":"deliver","seq":' .. seq .. ',"attempt":' .. attempt ..
-        ',"deadline":"' .. iso(deadline) .. '"' .. string.sub(member, nl + 1)
-      redis.call('ZADD', KEYS[2], seq, entry)
-      redis.call('ZADD', KEYS[3], deadline, f.agent .. '|' .. seq)
-      inflight = inflight + 1
-      out[#out + 1] = seq
-      out[#out + 1] = entry
-      out[#out + 1] = best
-      out[#out + 1] = tonumber(queuedAt)
-      out[#out + 1] = deadline
+    local member, order, passed = firstSendable(f, best, skipped[best])
+    skipped[best] = skipped[best] + passed
+    avail[best] = avail[best] - passed
+    if member == nil then
+      -- Nothing in this lane can be sent any more: for this call it is empty.
+      avail[best] = 0
+      emptied(credit, f.w, avail, best)
+    else
+      redis.call('ZREM', KEYS[3 + best], member)
+      avail[best] = avail[best] - 1
+      if avail[best] == 0 then emptied(credit, f.w, avail, best) end
+      redis.call('ZREM', KEYS[8], waitMember(f, best, order))
+      local window, budget, queuedAt, attempt, at = string.match(member, '^(%d+) (%d+) (%d+) (%d+)\\n()')
+      if window then
+        local nl = string.find(member, '\\n', at, true)
+        local deadline = f.now + tonumber(window)
+        budget = tonumber(budget)
+        if budget > 0 and budget < deadline then deadline = budget end
+        local seq = redis.call('INCR', KEYS[1])
+        local entry = string.sub(member, at, nl - 1) .. '\\n{"type":"deliver","seq":' .. seq .. ',"attempt":' .. attempt ..
+          ',"deadline":"' .. iso(deadline) .. '"' .. string.sub(member, nl + 1)
+        redis.call('ZADD', KEYS[2], seq, entry)
+        redis.call('ZADD', KEYS[3], deadline, f.agent .. '|' .. seq)
+        inflight = inflight + 1
+        out[#out + 1] = seq
+        out[#out + 1] = entry
+        out[#out + 1] = best
+        out[#out + 1] = tonumber(queuedAt)
+        out[#out + 1] = deadline
+      end
     end
     n = n + 1
   end

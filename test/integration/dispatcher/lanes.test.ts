@@ -171,6 +171,46 @@ describe('priority lanes: the promotion script against the reference', () => {
       }
     }
   }, 60_000);
+
+  it('passes over a waiting entry too late to be sent: the slot goes to the next one with time left, the late one stays for the wait-deadline sweep', async () => {
+    const agent = agentId('it.lanes.late');
+    const buffer = new ReplayBuffer(redis, 1800, { limitOf: () => 1, weights: [60, 30, 10] });
+    const now = Date.now();
+    // Budget ends: items 1–3 in 500 ms (under the 1 s a send needs), items 4–5 in a minute.
+    const budgeted = (i: number, budgetAt: number) => ({ ...item(agent, i, 1, now), budgetAt, waitDeadline: budgetAt });
+    try {
+      const first = await buffer.appendMany([budgeted(0, now + 60_000)], now);
+      expect(first.results[0]).toMatchObject({ kind: 'inflight' });
+      const seq = (first.results[0] as { seq: number }).seq;
+      const waiting = await buffer.appendMany([1, 2, 3].map((i) => budgeted(i, now + 500)).concat([4, 5].map((i) => budgeted(i, now + 60_000))), now);
+      expect(waiting.results.map((r) => r.kind)).toEqual(Array(5).fill('waiting'));
+
+      // The in-flight one is answered: its slot goes to item 4, not to item 1 (sent with 0.5 s
+      // left, it would hold the slot until its deadline while its sender is told DEAD).
+      const taken = await buffer.take(agent, seq, midOf(0), false, false, now);
+      expect(taken?.kind).toBe('taken');
+      const promotions = taken && taken.kind === 'taken' ? taken.promotions : [];
+      expect(promotions.map((p) => itemOf(p.entry))).toEqual([4]);
+
+      // The late ones still wait where they were, for the wait-deadline sweep to end them.
+      expect((await buffer.flowState(agent)).waiting).toEqual([0, 4, 0]);
+      const orders = (waiting.results as Array<{ order: number }>).map((r) => r.order);
+      for (const order of orders.slice(0, 3)) expect(await buffer.takeWaiting(agent, 1, order, now + 600)).toBeDefined();
+    } finally {
+      const lanesKeys = LANES.map((_, i) => keys.wait(agent, i as LaneIndex));
+      const markers = Array.from({ length: 6 }, (_, i) => keys.appended(agent, midOf(i), 0));
+      await redis.del(keys.seq(agent), keys.buf(agent), keys.credits(agent), keys.order(agent), ...lanesKeys, ...markers);
+      const mine = [...(await redis.zrangebyscore(keys.waitDeadlines, '-inf', '+inf')), ...(await redis.zrangebyscore(keys.deadlines, '-inf', '+inf'))].filter(
+        (m) => m.startsWith(`${agent}|`),
+      );
+      if (mine.length > 0)
+        await redis
+          .multi()
+          .zrem(keys.waitDeadlines, ...mine)
+          .zrem(keys.deadlines, ...mine)
+          .exec();
+    }
+  });
 });
 
 describe('priority lanes: the running dispatcher', () => {
