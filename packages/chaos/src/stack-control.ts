@@ -23,15 +23,18 @@ export interface StackProcess {
 
 export async function stackProcesses(): Promise<StackProcess[]> {
   // `reach ps` exits non-zero while a process is not ready (a broker still restarting): its
-  // JSON is printed all the same, and is what we need.
-  const stdout = await run(process.execPath, [CLI, 'ps', '--json'], { timeout: 15_000, maxBuffer: 1 << 20 }).then(
-    (r) => r.stdout,
-    (err: { stdout?: string }) => {
-      if (!err.stdout) throw err;
-      return err.stdout;
-    },
-  );
-  return (JSON.parse(stdout) as { processes: StackProcess[] }).processes;
+  // JSON is printed all the same, and is what we need. On a machine saturated by the load it
+  // can also time out without printing anything (a long run died of that): asked again then.
+  for (let attempt = 1; ; attempt++) {
+    const stdout = await run(process.execPath, [CLI, 'ps', '--json'], { timeout: 15_000, maxBuffer: 1 << 20 }).then(
+      (r) => r.stdout,
+      (err: { stdout?: string }) => {
+        if (!err.stdout && attempt >= 3) throw err;
+        return err.stdout ?? '';
+      },
+    );
+    if (stdout) return (JSON.parse(stdout) as { processes: StackProcess[] }).processes;
+  }
 }
 
 /** The Kafka nodes of `reach up --brokers N` (id, process name, address); empty for one broker. */
