@@ -61,6 +61,22 @@ function item(agent: string, i: number, lane: LaneIndex, now: number) {
   };
 }
 
+/** Removes what the script tests left in Redis for `agent` (items 0 … items-1). */
+async function forget(agent: string, items: number): Promise<void> {
+  const lanesKeys = LANES.map((_, i) => keys.wait(agent, i as LaneIndex));
+  const markers = Array.from({ length: items }, (_, i) => keys.appended(agent, midOf(i), 0));
+  await redis.del(keys.seq(agent), keys.buf(agent), keys.credits(agent), keys.order(agent), ...lanesKeys, ...markers);
+  const members = await redis.zrangebyscore(keys.waitDeadlines, '-inf', '+inf');
+  const deadlines = await redis.zrangebyscore(keys.deadlines, '-inf', '+inf');
+  const mine = [...members, ...deadlines].filter((m) => m.startsWith(`${agent}|`));
+  if (mine.length > 0)
+    await redis
+      .multi()
+      .zrem(keys.waitDeadlines, ...mine)
+      .zrem(keys.deadlines, ...mine)
+      .exec();
+}
+
 function itemOf(entry: string): number {
   return Number(/"payload":\{"i":(\d+)\}/.exec(entry)![1]);
 }
@@ -156,18 +172,7 @@ describe('priority lanes: the promotion script against the reference', () => {
         const state = await buffer.flowState(agent);
         expect([state.inFlight, ...state.waiting]).toEqual([inflight.length, ...model.sizes]);
       } finally {
-        const lanesKeys = LANES.map((_, i) => keys.wait(agent, i as LaneIndex));
-        const markers = Array.from({ length: nextItem }, (_, i) => keys.appended(agent, midOf(i), 0));
-        await redis.del(keys.seq(agent), keys.buf(agent), keys.credits(agent), keys.order(agent), ...lanesKeys, ...markers);
-        const members = await redis.zrangebyscore(keys.waitDeadlines, '-inf', '+inf');
-        const deadlines = await redis.zrangebyscore(keys.deadlines, '-inf', '+inf');
-        const mine = [...members, ...deadlines].filter((m) => m.startsWith(`${agent}|`));
-        if (mine.length > 0)
-          await redis
-            .multi()
-            .zrem(keys.waitDeadlines, ...mine)
-            .zrem(keys.deadlines, ...mine)
-            .exec();
+        await forget(agent, nextItem);
       }
     }
   }, 60_000);
@@ -197,18 +202,7 @@ describe('priority lanes: the promotion script against the reference', () => {
       const orders = (waiting.results as Array<{ order: number }>).map((r) => r.order);
       for (const order of orders.slice(0, 3)) expect(await buffer.takeWaiting(agent, 1, order, now + 600)).toBeDefined();
     } finally {
-      const lanesKeys = LANES.map((_, i) => keys.wait(agent, i as LaneIndex));
-      const markers = Array.from({ length: 6 }, (_, i) => keys.appended(agent, midOf(i), 0));
-      await redis.del(keys.seq(agent), keys.buf(agent), keys.credits(agent), keys.order(agent), ...lanesKeys, ...markers);
-      const mine = [...(await redis.zrangebyscore(keys.waitDeadlines, '-inf', '+inf')), ...(await redis.zrangebyscore(keys.deadlines, '-inf', '+inf'))].filter(
-        (m) => m.startsWith(`${agent}|`),
-      );
-      if (mine.length > 0)
-        await redis
-          .multi()
-          .zrem(keys.waitDeadlines, ...mine)
-          .zrem(keys.deadlines, ...mine)
-          .exec();
+      await forget(agent, 6);
     }
   });
 });
