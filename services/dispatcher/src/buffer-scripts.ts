@@ -79,8 +79,10 @@ local function waitMember(f, lane, order)
   return f.agent .. '|' .. LANE_NAMES[lane] .. '|' .. order
 end
 
--- A waiting entry with less than MIN_SEND_BUDGET_MS of its budget left (deadline-holds.ts
--- tooLateToSend; its first line holds budget_at): it could not be answered in time.
+-- A waiting entry with less than MIN_SEND_BUDGET_MS of its budget left: it could not be
+-- answered in time. Its first line holds budget_at but not created_at, so the margin is the
+-- whole second even for a budget under 4 s (tooLateToSend in deadline-holds.ts takes a quarter
+-- of those; the Promoter checks that rule again before it sends).
 local function tooLate(f, member)
   local budget = tonumber(string.match(member, '^%d+ (%d+) '))
   return budget ~= nil and budget > 0 and budget - TOO_LATE_MS <= f.now
@@ -105,7 +107,7 @@ end
 -- (2002 → DEAD 3005). Promoted, it held a slot until its ack deadline with nothing sent, and
 -- after a broker restart a backlog of them starved agents for good: each freed slot went to the
 -- next late entry, the live ones behind waited until they were late too (\`pnpm chaos --long\`:
--- 8 of 9 SDK agents acked nothing for ten minutes, 48 % of the messages DEAD).
+-- 8 of 9 SDK agents acked nothing for the ten minutes after a broker kill).
 local function fill(f)
   local out = {}
   if redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) == 0 then return out end -- the common case: nothing waits
