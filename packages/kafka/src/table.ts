@@ -21,6 +21,12 @@ export interface TableViewOptions<T> {
   onChange?: (key: string, value: T | null, previous: T | undefined) => void;
   /** Decides whether an update replaces the current value (e.g. newer revision only). */
   accept?: (incoming: T, current: T | undefined) => boolean;
+  /**
+   * Called when the consumer crashed and kafkajs will not restart it: the view would otherwise
+   * stop following its topic for good while its process looks healthy (a router that never
+   * sees a new agent). Services pass ctx.fatal (exit for a supervised restart).
+   */
+  onFatal: (error: Error) => void;
 }
 
 export interface TableView<T> {
@@ -55,6 +61,12 @@ export async function startTableView<T>(opts: TableViewOptions<T>): Promise<Tabl
     rebalanceTimeout: REBALANCE_TIMEOUT_MS,
   });
   leaveForCrashedMember(consumer, opts.kafka, groupId, log);
+  consumer.on(consumer.events.CRASH, (event) => {
+    const { error, restart } = event.payload as { error: Error; restart: boolean };
+    if (restart) return; // kafkajs rejoins, and the view reads its topic again from the beginning
+    log.fatal({ err: error }, 'table view consumer crashed and will not restart');
+    opts.onFatal(error);
+  });
   await consumer.connect();
   await consumer.subscribe({ topic: opts.topic, fromBeginning: true });
   await consumer.run({

@@ -132,6 +132,12 @@ export interface ServiceContext<K extends OptionKey> {
   onShutdown(fn: () => Promise<void> | void): void;
   /** Readiness beyond "started": e.g. a local view that has caught up. */
   addReadinessCheck(name: string, check: () => boolean): void;
+  /**
+   * Logs the error, shuts down and exits with code 70 for a supervised restart: for a part the
+   * process cannot live without and cannot repair in place (e.g. a table view's consumer that
+   * kafkajs will not restart).
+   */
+  fatal(err: unknown): void;
 }
 
 function readCaFile(path: string): string {
@@ -313,6 +319,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
       },
       onShutdown: (fn) => cleanups.push(fn),
       addReadinessCheck: (name, check) => readiness.set(name, check),
+      fatal,
       stage: async (opts) => {
         const running = await runStage({
           kafka,

@@ -68,6 +68,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     kafka: ctx.kafka,
     topic: TOPICS.agents.name,
     logger: ctx.log,
+    onFatal: ctx.fatal,
     groupPrefix: `reach-${ctx.service}-agents`,
     decode: (value) => ctx.codec.decode<AgentRecord>(AGENTS_SUBJECT, value),
     accept: (incoming, current) => current === undefined || incoming.revision >= current.revision,

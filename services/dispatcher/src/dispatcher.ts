@@ -89,6 +89,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     kafka: ctx.kafka,
     topic: TOPICS.agents.name,
     logger: log,
+    onFatal: ctx.fatal,
     groupPrefix: 'reach-dispatcher-agents',
     decode: (value) => codec.decode<AgentRecord>(AGENTS_SUBJECT, value),
     accept: isNewerRecord,

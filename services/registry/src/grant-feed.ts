@@ -98,6 +98,9 @@ export class GrantFeed {
       logger: this.log,
       groupPrefix: 'reach-registry-grants-reconcile',
       decode: () => Promise.resolve(true),
+      // A short read: a consumer that dies leaves ready() unresolved, and the timeout below
+      // fails this reconcile, which is retried.
+      onFatal: (err) => this.log.warn({ err }, 'grants read-back consumer crashed'),
     });
     try {
       await withTimeout(view.ready(), READ_TOPIC_TIMEOUT_MS);

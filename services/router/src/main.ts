@@ -55,7 +55,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   const { config, codec } = ctx;
   const metrics = routerMetrics(ctx.metrics);
 
-  const views = await startRegistryViews(ctx.kafka, ctx.codec, ctx.log, `reach-router-view-${randomBytes(3).toString('hex')}`);
+  const views = await startRegistryViews(ctx.kafka, ctx.codec, ctx.log, `reach-router-view-${randomBytes(3).toString('hex')}`, ctx.fatal);
   ctx.onShutdown(() => views.stop());
   ctx.addReadinessCheck('agents-view', () => views.agents.caughtUp);
   ctx.addReadinessCheck('presence-view', () => views.presence.caughtUp);

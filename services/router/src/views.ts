@@ -23,12 +23,19 @@ export interface RegistryViews {
  * and follows them (and reach.grants.v1 for security domains). Routing then needs no remote call per message and keeps working while
  * Redis is down. An AgentRecord older than the one held (by revision) is ignored.
  */
-export async function startRegistryViews(kafka: Kafka, codec: SchemaCodec, logger: Logger, groupPrefix: string): Promise<RegistryViews> {
+export async function startRegistryViews(
+  kafka: Kafka,
+  codec: SchemaCodec,
+  logger: Logger,
+  groupPrefix: string,
+  onFatal: (error: Error) => void,
+): Promise<RegistryViews> {
   const index = new AgentIndex();
   const agents = await startTableView<AgentRecord>({
     kafka,
     topic: TOPICS.agents.name,
     logger,
+    onFatal,
     groupPrefix: `${groupPrefix}-agents`,
     decode: (value) => codec.decode<AgentRecord>(AGENTS_SUBJECT, value),
     accept: newerAgentRecord,
@@ -41,6 +48,7 @@ export async function startRegistryViews(kafka: Kafka, codec: SchemaCodec, logge
     kafka,
     topic: TOPICS.presence.name,
     logger,
+    onFatal,
     groupPrefix: `${groupPrefix}-presence`,
     decode: (value) => codec.decode<Presence>(PRESENCE_SUBJECT, value),
     accept: newerPresence,
@@ -54,6 +62,7 @@ export async function startRegistryViews(kafka: Kafka, codec: SchemaCodec, logge
     kafka,
     topic: TOPICS.grants.name,
     logger,
+    onFatal,
     groupPrefix: `${groupPrefix}-grants`,
     decode: (value) => codec.decode<Grant>(GRANTS_SUBJECT, value),
     onChange: (_key, value, previous) => {

@@ -10,6 +10,7 @@ import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { TopicTap, plainKafka, registryClient, statusTap } from '../../helpers/kafka.js';
 import { registerProducer, type ProducerAgent } from '../ingress/producer-agent.js';
 import { eventually } from '../../helpers/wait.js';
+import { reachCli } from '../../helpers/cli.js';
 import { testEnvelope } from '../../helpers/envelope.js';
 
 // SPEC R-D12, proven by fault injection against the real local stack: PostgreSQL stopped for
@@ -147,6 +148,13 @@ function redisAnswers(): boolean {
 }
 
 const SERVICE_PORTS = [7410, 7411, 7412, 7413, 7414, 7415, 7416];
+/** Restarts per service process (`reach ps --json`), Kafka and Schema Registry left out. */
+async function serviceRestarts(): Promise<Record<string, number>> {
+  const res = await reachCli(['ps', '--json']);
+  expect(res.code, res.stderr).toBe(0);
+  const ps = JSON.parse(res.stdout) as { processes: Array<{ name: string; restarts: number }> };
+  return Object.fromEntries(ps.processes.filter((p) => p.name !== 'kafka' && p.name !== 'schema-registry').map((p) => [p.name, p.restarts]));
+}
 async function readyzStatus(port: number): Promise<number> {
   const res = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(3_000) }).catch(() => undefined);
   return res?.status ?? 0;
@@ -279,9 +287,10 @@ describe('degradation under dependency outages (SPEC R-D12)', () => {
     }
   }, 90_000);
 
-  it('Kafka broker restarted: every service is ready again by itself, messages accepted just before are not lost, and a message sent after is DELIVERED', async () => {
+  it('Kafka broker restarted: every service is ready again by itself (no process restart), messages accepted just before are not lost, a message sent after is DELIVERED, and an agent that connects after is routable', async () => {
     const capability = cap('kafka');
     const agent = await startTestAgent({ handlers: { [capability]: async (m) => ({ echo: m.message_id }) } });
+    const restartsBefore = await serviceRestarts();
     const before: string[] = [];
     for (let i = 0; i < 3; i++) before.push(await sendViaKafka(capability, i));
     for (let i = 0; i < 3; i++) {
@@ -317,5 +326,31 @@ describe('degradation under dependency outages (SPEC R-D12)', () => {
         agent.received.some((m) => m.message_id === id),
         `${id} received by the agent`,
       ).toBe(true);
-  }, 240_000);
+
+    // The views of the registry still follow their topics: an agent registered and connected
+    // after the restart reaches every router's view (CI once waited 90 s for one in vain: a
+    // view's consumer had crashed on "Failed to find group coordinator", which kafkajs does not
+    // restart, while its router stayed ready).
+    const late = await eventually(
+      'an agent started after the broker restart routable',
+      async () => {
+        try {
+          return await startTestAgent({ handlers: { [capability]: async (m) => ({ late: m.message_id }) } });
+        } catch {
+          return undefined;
+        }
+      },
+      60_000,
+      1_000,
+    );
+    await agent.stop();
+    const o2 = await sendViaHttp(capability, 120);
+    expect(o2.kind, JSON.stringify(o2)).toBe('accepted');
+    if (o2.kind === 'accepted') {
+      await allDelivered([o2.id], 30_000);
+      expect(late.received.map((m) => m.message_id)).toContain(o2.id);
+    }
+    // No service got there by exiting for a supervised restart: each rode the outage out.
+    expect(await serviceRestarts()).toEqual(restartsBefore);
+  }, 300_000);
 });
