@@ -11,3 +11,4 @@ export * from './retry.js';
 export * from './retry-policy.js';
 export * from './policy.js';
 export * from './domains.js';
+export * from './lane-backlog.js';

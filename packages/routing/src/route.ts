@@ -30,6 +30,11 @@ export interface RouteDeps {
   /** [0, 1) — injected so tests are deterministic. */
   readonly rng: () => number;
   readonly hooks?: FilterHooks;
+  /**
+   * Deliveries waiting in the dispatcher's lanes for a free slot of this agent (lane-backlog.ts;
+   * 0 or undefined: none). Among the candidates with room, new work goes to those with none.
+   */
+  readonly backlog?: (agentId: string) => number;
   /** False for a dry run (`reach rules explain`): sticky bindings are read, never written. */
   readonly bindSticky?: boolean;
 }
@@ -178,6 +183,19 @@ function by(policy: RoutePolicy): { sticky_by?: string } {
 }
 
 /** Best available candidate: the top score, or a random one of the best `topK` when there are many (SPEC R-B4). */
+/**
+ * The candidates whose lane backlog is within one round of the shortest, where a round is the
+ * agent's max_concurrency: deliveries waiting / max_concurrency is how many times its slots
+ * must turn over before a new delivery is sent. With no backlog anywhere, every candidate;
+ * with one agent queued 30 rounds deep and another 0.2, only the second.
+ */
+export function leastQueued(pool: readonly ScoredCandidate[], backlog: ((agentId: string) => number) | undefined): readonly ScoredCandidate[] {
+  if (!backlog) return pool;
+  const rounds = pool.map((c) => backlog(c.agent.agent_id) / Math.max(1, c.agent.metadata.max_concurrency));
+  const least = Math.min(...rounds);
+  return pool.filter((_, i) => rounds[i]! < least + 1);
+}
+
 function best(pool: readonly ScoredCandidate[], cfg: RoutingConfig, rng: () => number): { agent: AgentRecord; strategy: Strategy } {
   const sorted = [...pool].sort(byScore);
   if (sorted.length > cfg.hotspotCandidates) {
@@ -256,6 +274,11 @@ async function routeToCapability(
     };
   }
   const inPool = (id: string | null | undefined): ScoredCandidate | undefined => (id ? pool.find((c) => c.agent.agent_id === id) : undefined);
+  // The free choice (weighted or random) is among the least queued candidates: their load rate
+  // comes with heartbeats, seconds late, and a burst spread evenly queued behind the slower
+  // agents (lane-backlog.ts). A sender's preference, a session and a circuit probe still pick
+  // from the whole pool.
+  const free = leastQueued(pool, deps.backlog);
 
   let chosen: AgentRecord | undefined;
   let strategy: Strategy = 'weighted';
@@ -303,8 +326,8 @@ async function routeToCapability(
     if (p) [chosen, strategy] = [p.agent, 'circuit_probe'];
   }
 
-  if (!chosen && policy.dispatch === 'random') [chosen, strategy] = [pool[Math.min(pool.length - 1, Math.floor(deps.rng() * pool.length))]!.agent, 'random'];
-  if (!chosen) ({ agent: chosen, strategy } = best(pool, cfg, deps.rng));
+  if (!chosen && policy.dispatch === 'random') [chosen, strategy] = [free[Math.min(free.length - 1, Math.floor(deps.rng() * free.length))]!.agent, 'random'];
+  if (!chosen) ({ agent: chosen, strategy } = best(free, cfg, deps.rng));
 
   // Bind (or refresh) the session to the agent that got it; a failure only costs stickiness.
   if (session && storeUsable && deps.bindSticky !== false) {
@@ -321,7 +344,7 @@ async function routeToCapability(
     candidates: scored.length,
     trace: {
       strategy,
-      candidates: traceCandidates(scored, cfg.saturation),
+      candidates: traceCandidates(scored, cfg.saturation, deps.backlog),
       candidates_total: scored.length,
       chosen: chosen.agent_id,
       ...(highThrough ? { saturation: cfg.saturation } : {}),

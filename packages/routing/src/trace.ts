@@ -40,6 +40,8 @@ export interface TraceCandidate {
   priority: number;
   locality: number;
   saturated?: true;
+  /** Deliveries waiting in the dispatcher for a free slot of this agent (lane-backlog.ts). */
+  waiting?: number;
 }
 
 export interface RouteTrace {
@@ -62,7 +64,7 @@ export interface RouteTrace {
 
 const round = (x: number): number => Math.round(x * 10_000) / 10_000;
 
-export function traceCandidates(scored: readonly ScoredCandidate[], saturation: number | undefined): TraceCandidate[] {
+export function traceCandidates(scored: readonly ScoredCandidate[], saturation: number | undefined, backlog?: (agentId: string) => number): TraceCandidate[] {
   return [...scored]
     .sort(byScore)
     .slice(0, MAX_TRACE_CANDIDATES)
@@ -74,5 +76,10 @@ export function traceCandidates(scored: readonly ScoredCandidate[], saturation: 
       priority: round(c.priority),
       locality: c.locality,
       ...(saturation !== undefined && c.loadRate > saturation ? { saturated: true as const } : {}),
+      ...waitingField(backlog?.(c.agent.agent_id)),
     }));
+}
+
+function waitingField(waiting: number | undefined): { waiting?: number } {
+  return waiting !== undefined && waiting > 0 ? { waiting } : {};
 }

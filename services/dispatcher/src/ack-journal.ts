@@ -52,13 +52,16 @@ export class AckJournal {
       const acks = await this.d.buffer.journaledAcks(ids);
       const records: OutRecord[] = [];
       acks.forEach((a, i) => {
-        const head = a && parseHead(a.head);
-        if (a && head) records.push(this.d.outcomes.delivered(a.agent, head, a.ackedAt));
+        // Gone: its own produce finished after the claim and settled it (a slow produce while
+        // the broker restarted) — its DELIVERED is written, nothing to do.
+        if (!a) return;
+        const head = parseHead(a.head);
+        if (head) records.push(this.d.outcomes.delivered(a.agent, head, a.ackedAt));
         else this.d.log.error({ message_id: ids[i] }, 'unreadable ack journal entry dropped');
       });
       await produceAll(this.d.producer, records);
       await Promise.all(ids.map((id) => this.d.buffer.settleAck(id))); // one write for all of them
-      this.d.log.warn({ count: records.length }, 'acks whose DELIVERED had not been written were produced from the ack journal');
+      if (records.length > 0) this.d.log.warn({ count: records.length }, 'acks whose DELIVERED had not been written were produced from the ack journal');
       total += ids.length;
       if (ids.length < BATCH) return total;
     }

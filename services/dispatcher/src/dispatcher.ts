@@ -23,6 +23,7 @@ import { Failures } from './failures.js';
 import { budgetPolicyOf, retryPolicyOf } from '@reach/routing';
 import { ReplayBuffer, keys } from './replay-buffer.js';
 import { CircuitRecorder } from './circuit-recorder.js';
+import { LaneBacklogReporter } from './lane-backlog.js';
 import { CIRCUIT_OPTIONS, CircuitBreakers, circuitPolicy } from '@reach/circuits';
 import { createRedis } from '@reach/store';
 
@@ -241,6 +242,10 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
 
   const holds = new DeadlineHolds(buffer, log);
   ctx.onShutdown(() => holds.stop());
+  // Which agents have deliveries waiting for a slot, for the routers (lane-backlog.ts).
+  const backlog = new LaneBacklogReporter(buffer, redis, log);
+  backlog.start();
+  ctx.onShutdown(() => backlog.stop());
   await agents.ready();
   await ctx.batchStage({
     topics: [TOPICS.routed.name],
@@ -260,6 +265,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
       log,
       tracer: ctx.tracer,
       holds,
+      backlog,
     }),
   });
 }

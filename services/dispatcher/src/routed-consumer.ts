@@ -11,6 +11,7 @@ import { LANES, laneOf } from './lanes.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Promoter } from './promotions.js';
 import type { AppendResult, ReplayBuffer } from './replay-buffer.js';
+import type { LaneBacklogReporter } from './lane-backlog.js';
 
 /**
  * The dispatcher's stage: reach.routed.v1 in group `reach-dispatcher` (instances share the
@@ -54,6 +55,8 @@ export interface RoutedConsumerDeps {
   /** Reserves each delivery's dispatch span (dispatch-span.ts). */
   tracer: Tracer;
   holds: DeadlineHolds;
+  /** Told of every delivery that went to a waiting lane (lane-backlog.ts). */
+  backlog: Pick<LaneBacklogReporter, 'queued'>;
 }
 
 /** A produce slower than this renews the held deadlines before the deliveries go out. */
@@ -133,6 +136,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
       const res = results[i]!;
       if (res.kind === 'moved') return [];
       const lane = LANES[laneOf(a.envelope.priority)];
+      if (res.kind === 'waiting') d.backlog.queued(a.delivery.agent_id);
       if (res.kind === 'waiting' && !res.repeat) d.metrics.queued.inc({ priority: lane });
       return statusRecord(d.codec, {
         state: 'DELIVERING',

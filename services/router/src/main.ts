@@ -18,6 +18,7 @@ import { RulesWatcher } from './rules-watcher.js';
 import { matchedRule, policyOf, withRuleAction } from './rule-policy.js';
 import { registerRulesApi } from './rules-api.js';
 import { routeSpanAttributes, routeSpanError } from './route-span.js';
+import { LaneBacklogView } from './lane-backlog.js';
 
 /** notify_admin alerts for the same rule and address: at most one per this window. */
 const ALERT_WINDOW_MS = 60_000;
@@ -110,7 +111,12 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     },
     onTransition: (state) => metrics.circuitTransitions.inc({ state }),
   });
-  ctx.onShutdown(() => {
+  // Agents with deliveries waiting in the dispatcher for a slot get no new work while another
+  // candidate has none (lane-backlog.ts); read on the circuits' fail-fast client.
+  const backlog = new LaneBacklogView(circuitRedis, ctx.log);
+  backlog.start();
+  ctx.onShutdown(async () => {
+    await backlog.stop();
     circuits.stop();
     circuitRedis.disconnect();
   });
@@ -135,7 +141,14 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     stickyTtlS: config.stickyTtlS,
     reconnectGraceMs: config.wsReconnectGraceMs,
   };
-  const deps = { index: views.index, config: routing, sticky, rng: Math.random, hooks: { domainAllowed: domainGate(views.index, views.grants) } };
+  const deps = {
+    index: views.index,
+    config: routing,
+    sticky,
+    rng: Math.random,
+    hooks: { domainAllowed: domainGate(views.index, views.grants) },
+    backlog: (agentId: string) => backlog.of(agentId),
+  };
   const throttle = new AlertThrottle(ALERT_WINDOW_MS);
   const out: OutputContext = {
     codec,
