@@ -26,6 +26,7 @@ local LANE_NAMES = {'HIGH', 'NORMAL', 'LOW'}
 local CREDIT_FIELDS = {'H', 'N', 'L'}
 local MAX_PROMOTIONS = 1000
 local MAX_PASSED = 1000
+local SCAN_BATCH = 32
 local TOO_LATE_MS = ${MIN_SEND_BUDGET_MS}
 
 -- epoch ms -> RFC 3339 UTC with milliseconds (what Date.prototype.toISOString gives)
@@ -89,14 +90,23 @@ local function tooLate(f, member)
 end
 
 -- The first entry of a lane from position \`from\` that can still be sent (member, order), and
--- how many too-late ones it passed over (at most MAX_PASSED).
+-- how many too-late ones it passed over (at most MAX_PASSED). The head alone first (the common
+-- case: it can be sent, and members carry whole messages); behind a late head, SCAN_BATCH at a
+-- time. One ZRANGE per late entry made every freed slot of a backlogged agent cost up to a
+-- thousand calls (\`pnpm chaos\` at 500 msg/s: 4.8 million ZRANGEs, 228 µs per script).
 local function firstSendable(f, lane, from)
-  local passed = 0
+  local head = redis.call('ZRANGE', KEYS[3 + lane], from, from, 'WITHSCORES')
+  if #head == 0 then return nil, nil, 0 end
+  if not tooLate(f, head[1]) then return head[1], head[2], 0 end
+  local passed = 1
   while passed < MAX_PASSED do
-    local r = redis.call('ZRANGE', KEYS[3 + lane], from + passed, from + passed, 'WITHSCORES')
+    local r = redis.call('ZRANGE', KEYS[3 + lane], from + passed, from + passed + SCAN_BATCH - 1, 'WITHSCORES')
     if #r == 0 then return nil, nil, passed end
-    if not tooLate(f, r[1]) then return r[1], r[2], passed end
-    passed = passed + 1
+    for i = 1, #r, 2 do
+      if not tooLate(f, r[i]) then return r[i], r[i + 1], passed end
+      passed = passed + 1
+      if passed >= MAX_PASSED then return nil, nil, passed end
+    end
   end
   return nil, nil, passed
 end

@@ -181,28 +181,31 @@ describe('priority lanes: the promotion script against the reference', () => {
     const agent = agentId('it.lanes.late');
     const buffer = new ReplayBuffer(redis, 1800, { limitOf: () => 1, weights: [60, 30, 10] });
     const now = Date.now();
-    // Budget ends: items 1–3 in 500 ms (under the 1 s a send needs), items 4–5 in a minute.
+    // Budget ends: items 1–70 in 500 ms (under the 1 s a send needs; more than the script scans
+    // at once, so the scan crosses batches), items 71–72 in a minute.
+    const LATE = 70;
+    const late = Array.from({ length: LATE }, (_, i) => i + 1);
     const budgeted = (i: number, budgetAt: number) => ({ ...item(agent, i, 1, now), budgetAt, waitDeadline: budgetAt });
     try {
       const first = await buffer.appendMany([budgeted(0, now + 60_000)], now);
       expect(first.results[0]).toMatchObject({ kind: 'inflight' });
       const seq = (first.results[0] as { seq: number }).seq;
-      const waiting = await buffer.appendMany([1, 2, 3].map((i) => budgeted(i, now + 500)).concat([4, 5].map((i) => budgeted(i, now + 60_000))), now);
-      expect(waiting.results.map((r) => r.kind)).toEqual(Array(5).fill('waiting'));
+      const waiting = await buffer.appendMany(late.map((i) => budgeted(i, now + 500)).concat([LATE + 1, LATE + 2].map((i) => budgeted(i, now + 60_000))), now);
+      expect(waiting.results.map((r) => r.kind)).toEqual(Array(LATE + 2).fill('waiting'));
 
-      // The in-flight one is answered: its slot goes to item 4, not to item 1 (sent with 0.5 s
+      // The in-flight one is answered: its slot goes to item 71, not to item 1 (sent with 0.5 s
       // left, it would hold the slot until its deadline while its sender is told DEAD).
       const taken = await buffer.take(agent, seq, midOf(0), false, false, now);
       expect(taken?.kind).toBe('taken');
       const promotions = taken && taken.kind === 'taken' ? taken.promotions : [];
-      expect(promotions.map((p) => itemOf(p.entry))).toEqual([4]);
+      expect(promotions.map((p) => itemOf(p.entry))).toEqual([LATE + 1]);
 
       // The late ones still wait where they were, for the wait-deadline sweep to end them.
-      expect((await buffer.flowState(agent)).waiting).toEqual([0, 4, 0]);
+      expect((await buffer.flowState(agent)).waiting).toEqual([0, LATE + 1, 0]);
       const orders = (waiting.results as Array<{ order: number }>).map((r) => r.order);
-      for (const order of orders.slice(0, 3)) expect(await buffer.takeWaiting(agent, 1, order, now + 600)).toBeDefined();
+      for (const order of orders.slice(0, LATE)) expect(await buffer.takeWaiting(agent, 1, order, now + 600)).toBeDefined();
     } finally {
-      await forget(agent, 6);
+      await forget(agent, LATE + 3);
     }
   });
 });
