@@ -3,6 +3,8 @@ import { fileURLToPath } from 'node:url';
 import type { Ledger } from './ledger.js';
 
 const AGENT_PROCESS = fileURLToPath(new URL('./agent-process.js', import.meta.url));
+const SPAWN_ATTEMPTS = 5;
+const SPAWN_RETRY_MS = 2_000;
 
 type FromAgent = { t: 'ready'; agents: string[] } | { t: 'start' | 'done'; key: string; id: string; agent: string; at: number };
 
@@ -32,7 +34,26 @@ export class SdkAgents {
   ) {}
 
   async start(processes: number): Promise<void> {
-    await Promise.all(Array.from({ length: processes }, () => this.spawn()));
+    await Promise.all(Array.from({ length: processes }, () => this.spawnRetrying()));
+  }
+
+  /**
+   * Starts an agent process, again (up to SPAWN_ATTEMPTS) when one exits before it is ready: a
+   * replacement started right after a broker restart may get no welcome from the saturated
+   * dispatcher within the SDK's 10 s connect timeout (a long run died of that). A process that
+   * exited is marked dead in the ledger: agents it had started may have taken deliveries, and
+   * their cut-off runs are no duplicates among live agents.
+   */
+  private async spawnRetrying(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.spawn();
+      } catch (err) {
+        if (attempt >= SPAWN_ATTEMPTS) throw err;
+        process.stderr.write(`  ${(err as Error).message}; starting another (${attempt}/${SPAWN_ATTEMPTS - 1})\n`);
+        await new Promise((r) => setTimeout(r, SPAWN_RETRY_MS));
+      }
+    }
   }
 
   private spawn(): Promise<void> {
@@ -41,7 +62,11 @@ export class SdkAgents {
     const r: Running = { child, tag, agents: [], busy: new Set() };
     this.running.push(r);
     return new Promise<void>((resolve, reject) => {
-      child.once('exit', (code, signal) => reject(new Error(`agent process ${tag} exited (${code ?? signal}) before it was ready`)));
+      child.once('exit', (code, signal) => {
+        this.ledger.killed(tag, Date.now());
+        this.running.splice(this.running.indexOf(r), 1);
+        reject(new Error(`agent process ${tag} exited (${code ?? signal}) before it was ready`));
+      });
       child.on('message', (m: FromAgent) => {
         if (m.t === 'ready') {
           r.agents = m.agents;
@@ -73,7 +98,7 @@ export class SdkAgents {
     victim.child.kill('SIGKILL');
     this.ledger.killed(victim.tag, Date.now());
     this.running.splice(this.running.indexOf(victim), 1);
-    await this.spawn();
+    await this.spawnRetrying();
     return { tag: victim.tag, cutOff };
   }
 
