@@ -1,6 +1,6 @@
 import { seededRandom } from '@reach/core';
 import type { AgentRecord, Capability, Envelope, Presence } from '@reach/envelope';
-import { AgentIndex, MemoryStickyStore, type RouteDeps, type RoutingConfig, type StickyStore } from '@reach/routing';
+import { AgentIndex, MemoryStickyStore, type RouteDecision, type RouteDeps, type RouteHints, type RoutingConfig, type StickyStore } from '@reach/routing';
 
 /** Deterministic draws for statistical tests (the shared mulberry32 of @reach/core). */
 export const seeded = seededRandom;
@@ -121,4 +121,20 @@ export class DownStickyStore implements StickyStore {
     this.calls++;
     return Promise.reject(new Error('redis is reconnecting'));
   }
+}
+
+/** Routing hints of a first attempt with nothing asked for, overridden by `o`. */
+export const hints = (o: Partial<RouteHints> = {}): RouteHints => ({
+  attempt: 0,
+  excludeAgents: [],
+  preferredAgent: undefined,
+  rejectOnSaturation: false,
+  capabilityTags: [],
+  ...o,
+});
+
+/** The agent a decision routed to; throws for any other decision. */
+export function chosen(d: RouteDecision): string {
+  if (d.kind !== 'routed') throw new Error(`expected routed, got ${d.kind}`);
+  return d.agentId;
 }

@@ -1,28 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  decodeLaneBacklog,
-  encodeLaneBacklog,
-  LANE_BACKLOG_MAX_AGE_MS,
-  routeMessage,
-  staleLaneBacklog,
-  type RouteDecision,
-  type RouteHints,
-} from '@reach/routing';
-import { agent, deps, envelope, indexOf, NOW } from './fixtures.js';
-
-const hints = (o: Partial<RouteHints> = {}): RouteHints => ({
-  attempt: 0,
-  excludeAgents: [],
-  preferredAgent: undefined,
-  rejectOnSaturation: false,
-  capabilityTags: [],
-  ...o,
-});
-
-function chosen(d: RouteDecision): string {
-  if (d.kind !== 'routed') throw new Error(`expected routed, got ${d.kind}`);
-  return d.agentId;
-}
+import { decodeLaneBacklog, encodeLaneBacklog, LANE_BACKLOG_MAX_AGE_MS, routeMessage, staleLaneBacklog } from '@reach/routing';
+import { agent, chosen, deps, envelope, hints, indexOf, NOW } from './fixtures.js';
 
 const backlogOf =
   (waiting: Record<string, number>) =>

@@ -8,26 +8,10 @@ import {
   rendezvousPick,
   routeMessage,
   stickyKey,
-  type RouteDecision,
-  type RouteHints,
   type StickyStore,
 } from '@reach/routing';
 import type { Envelope } from '@reach/envelope';
-import { agent, cap, connected, deps, DownStickyStore, envelope, indexOf, NOW, seeded } from './fixtures.js';
-
-const hints = (o: Partial<RouteHints> = {}): RouteHints => ({
-  attempt: 0,
-  excludeAgents: [],
-  preferredAgent: undefined,
-  rejectOnSaturation: false,
-  capabilityTags: [],
-  ...o,
-});
-
-function chosen(d: RouteDecision): string {
-  if (d.kind !== 'routed') throw new Error(`expected routed, got ${d.kind}`);
-  return d.agentId;
-}
+import { agent, cap, chosen, connected, deps, DownStickyStore, envelope, hints, indexOf, NOW, seeded } from './fixtures.js';
 
 describe('routeMessage: capability messages', () => {
   it('sends a message to exactly one agent: the lowest load rate wins when all else is equal', async () => {
