@@ -2,7 +2,7 @@ import { WebSocket, type RawData } from 'ws';
 import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims, type TokenSecret } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject } from '@reach/kafka';
-import { entryTooLateToSend } from './deadline-holds.js';
+import { entryTooLateToSend, renewedAtSend } from './deadline-holds.js';
 import { entryMessageId, entrySeq, frameOf, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import { untilStored } from './answer-retry.js';
@@ -393,6 +393,13 @@ export class AgentConnection {
           const now = Date.now();
           const orphans = entries.filter((e) => e.seq > this.sentUpTo && !this.announced.has(e.seq) && now - (unreleased.get(e.seq) ?? now) >= ORPHAN_AFTER_MS);
           if (orphans.length > 0) await this.host.releaseOrphans(agent, orphans);
+          // Entries that sat here past their time (behind unreleased ones while Kafka was away)
+          // get their ack window from now, before they go out (renewedAtSend).
+          const renewals = entries.flatMap(({ seq, entry }) => {
+            const until = seq > this.sentUpTo ? renewedAtSend(entry, now, this.host.config.ackTimeoutMs) : undefined;
+            return until === undefined ? [] : [{ agent, seq, until }];
+          });
+          if (renewals.length > 0) await this.host.buffer.holdDeadlines(renewals);
           for (const { seq, entry } of entries) {
             if (seq <= this.sentUpTo) continue;
             const appendedAt = this.announced.has(seq) ? undefined : unreleased.get(seq);

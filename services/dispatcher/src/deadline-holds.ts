@@ -1,5 +1,5 @@
 import type { Logger } from '@reach/core';
-import { createdAtMs, headOf, parseHead, type EntryHead } from './entry.js';
+import { createdAtMs, entryDeadline, headOf, parseHead, type EntryHead } from './entry.js';
 import type { ReplayBuffer } from './replay-buffer.js';
 
 /**
@@ -60,6 +60,31 @@ export interface HeldDelivery {
 /** An ack deadline of a whole window from `now`, never past the budget. */
 export function windowEnd(now: number, windowMs: number, budgetAt: number | null): number {
   return budgetAt === null ? now + windowMs : Math.min(now + windowMs, budgetAt);
+}
+
+/** An entry sent this much later than its ack deadline was set gets its window from the send. */
+export const RENEW_AT_SEND_AFTER_MS = 1_000;
+
+/**
+ * The ack deadline an entry should get as it goes out at `now`, when it sat in the buffer for
+ * more than RENEW_AT_SEND_AFTER_MS since its deadline was set (its window counted from now,
+ * within its budget); undefined when its deadline is fresh, or the entry unreadable.
+ *
+ * A connection sends its agent's entries in seq order, and only released ones (their
+ * DELIVERING produced). During a broker restart the routed entries wait unreleased, and a
+ * promoted entry behind them — released, but with a deadline set at its promotion and no hold
+ * (holds cover routed batches) — went out only when Kafka was back, with its deadline nearly
+ * gone: swept 3002 while its agent ran it, it ran again on another agent (`pnpm chaos --faults
+ * kill-kafka,kill-dispatcher --rate 500`: one task run twice).
+ */
+export function renewedAtSend(entry: string, now: number, defaultWindowMs: number): number | undefined {
+  const deadline = entryDeadline(entry);
+  const head = parseHead(headOf(entry));
+  if (deadline === undefined || !head) return undefined;
+  const own = head.message.timeout_ms;
+  const window = typeof own === 'number' && own > 0 ? own : defaultWindowMs;
+  if (deadline - now >= window - RENEW_AT_SEND_AFTER_MS) return undefined;
+  return windowEnd(now, window, head.budget_at ?? null);
 }
 
 /** The deadline a hold sets at `now`. */

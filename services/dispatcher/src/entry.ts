@@ -203,6 +203,16 @@ export function entryTraceparent(entry: string): string | undefined {
   return nl < 0 ? undefined : FRAME_TRACEPARENT.exec(entry.slice(nl + 1, nl + 200))?.[1];
 }
 
+const FRAME_DEADLINE = /^\{"type":"deliver","seq":\d+,"attempt":\d+,"deadline":"([^"]*)"/;
+
+/** The ack deadline (epoch ms) an entry's deliver frame carries, read at its fixed place. */
+export function entryDeadline(entry: string): number | undefined {
+  const nl = entry.indexOf('\n');
+  const iso = nl < 0 ? undefined : FRAME_DEADLINE.exec(entry.slice(nl + 1, nl + 120))?.[1];
+  const ms = iso === undefined ? Number.NaN : Date.parse(iso);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
 const MID = /^\{"mid":"([^"\\]+)",/;
 
 /** The delivered message id of an entry (from the head's fixed opening). */

@@ -3,6 +3,7 @@ import { newMessageId } from '@reach/core';
 import type { Envelope, RoutedDelivery } from '@reach/envelope';
 import {
   buildEntry,
+  entryDeadline,
   entryMessageId,
   entryPartsOf,
   entrySeq,
@@ -12,6 +13,7 @@ import {
   midPrefix,
   parseHead,
 } from '../../../services/dispatcher/dist/entry.js';
+import { renewedAtSend } from '../../../services/dispatcher/dist/deadline-holds.js';
 
 const TTL = 1800;
 
@@ -111,5 +113,30 @@ describe('dispatcher buffer entries', () => {
     const back = envelopeFromMessageJson(head.message);
     expect({ ...back, payload: undefined }).toEqual({ ...env, payload: undefined });
     expect(back.payload.length).toBe(0);
+  });
+});
+
+describe('renewing an ack deadline as an entry goes out late', () => {
+  // timeout_ms 5000 is the entry's ack window; stored with its deadline at routed_at + 10 s.
+  const stored = (budgetAt: number | null) => {
+    const parts = entryPartsOf(routed(envelope(), { deadline_at: 1_700_000_010_100, budget_deadline_at: budgetAt }), TTL, 1_700_000_000_000);
+    return buildEntry(parts.head, 7, parts.suffix);
+  };
+
+  it('reads the deadline the deliver frame carries', () => {
+    expect(entryDeadline(stored(null))).toBe(1_700_000_010_100);
+    expect(entryDeadline('{"mid":"m"}\n{"type":"deliver","seq":1,"attempt":0,"deadline":"junk"}')).toBeUndefined();
+  });
+
+  it('keeps a fresh deadline, and gives a late entry its window from the send, never past its budget', () => {
+    // 5 s window: a deadline at least 4 s away is fresh.
+    expect(renewedAtSend(stored(null), 1_700_000_006_100, 10_000)).toBeUndefined();
+    // Sent 9 s after its deadline was set (1.1 s left): the window from now.
+    expect(renewedAtSend(stored(null), 1_700_000_009_000, 10_000)).toBe(1_700_000_014_000);
+    // Past it altogether (waited behind unreleased entries): the same.
+    expect(renewedAtSend(stored(null), 1_700_000_020_000, 10_000)).toBe(1_700_000_025_000);
+    // Never past the message's budget.
+    expect(renewedAtSend(stored(1_700_000_012_000), 1_700_000_009_000, 10_000)).toBe(1_700_000_012_000);
+    expect(renewedAtSend('not an entry', 1_700_000_009_000, 10_000)).toBeUndefined();
   });
 });
