@@ -12,7 +12,7 @@ const PRUNE_EVERY = 40;
  * see @reach/routing lane-backlog.ts): every LANE_BACKLOG_EVERY_MS it counts the lanes of the
  * agents a delivery was queued for and writes the non-empty ones; an agent whose lanes ran
  * empty is deleted and no longer counted. Only agents that queued are watched, so an idle stack
- * or one whose agents keep up makes no Redis call here.
+ * or one whose agents keep up costs one HGETALL every 10 s here (the prune), nothing more.
  */
 export class LaneBacklogReporter {
   private readonly watched = new Set<string>();
