@@ -32,7 +32,7 @@ export interface RouteDeps {
   readonly hooks?: FilterHooks;
   /**
    * Deliveries waiting in the dispatcher's lanes for a free slot of this agent (lane-backlog.ts;
-   * 0 or undefined: none). Among the candidates with room, new work goes to those with none.
+   * 0 or undefined: none). The free choice is among the least queued candidates (leastQueued).
    */
   readonly backlog?: (agentId: string) => number;
   /** False for a dry run (`reach rules explain`): sticky bindings are read, never written. */
