@@ -2,7 +2,7 @@ import { WebSocket, type RawData } from 'ws';
 import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims, type TokenSecret } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject } from '@reach/kafka';
-import { entryTooLateToSend, renewedAtSend } from './deadline-holds.js';
+import { ackWindowOf, entryTooLateToSend, renewedAtSend } from './deadline-holds.js';
 import { entryMessageId, entrySeq, frameOf, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import { untilStored } from './answer-retry.js';
@@ -72,8 +72,11 @@ export interface ConnectionHost {
   unregister(conn: AgentConnection): void;
   /** Announces the connection on reach.presence.v1. */
   presenceConnected(conn: AgentConnection): void;
-  /** Produces the DELIVERING events of orphaned deliveries and releases them (orphans.ts). */
-  releaseOrphans(agent: string, orphans: readonly BufferedEntry[]): Promise<void>;
+  /**
+   * Produces the DELIVERING events of orphaned deliveries and releases them (orphans.ts),
+   * holding the ack deadlines of the released entries `behind` them meanwhile.
+   */
+  releaseOrphans(agent: string, orphans: readonly BufferedEntry[], behind: readonly BufferedEntry[]): Promise<void>;
   /** A hello was refused (brute-force protection counts it against the source address). */
   helloRefused?(conn: AgentConnection): void;
 }
@@ -252,10 +255,7 @@ export class AgentConnection {
         }
         case 'progress': {
           // The ack window again from now: the message's own timeout, else the default.
-          const window = (head: EntryHead) => {
-            const own = head.message.timeout_ms;
-            return typeof own === 'number' && own > 0 ? own : this.host.config.ackTimeoutMs;
-          };
+          const window = (head: EntryHead) => ackWindowOf(head, this.host.config.ackTimeoutMs);
           const outcome = await untilStored('progress', () => this.host.buffer.extendDeadline(agent, frame.seq, frame.message_id, window), this.log);
           if (outcome === 'mismatch') this.send(errorFrame('INVALID_ENVELOPE', `seq ${frame.seq} is not message ${frame.message_id}`));
           return;
@@ -387,12 +387,23 @@ export class AgentConnection {
         this.pumpAgain = false;
         for (;;) {
           const { entries, unreleased } = await this.host.buffer.readAfter(agent, this.sentUpTo, PUMP_BATCH);
+          let stale = false;
           // Only released entries go out (their DELIVERING produced), or no ack could overtake it.
           // A young unreleased one is on its owner's way (it announces it once released); one
           // left unreleased longer is an orphan of a consumer that died: released here.
           const now = Date.now();
           const orphans = entries.filter((e) => e.seq > this.sentUpTo && !this.announced.has(e.seq) && now - (unreleased.get(e.seq) ?? now) >= ORPHAN_AFTER_MS);
-          if (orphans.length > 0) await this.host.releaseOrphans(agent, orphans);
+          if (orphans.length > 0) {
+            // Their release produces their DELIVERING, so it waits out a broker restart, and the
+            // released entries behind them wait too: held meanwhile (their deadlines would pass
+            // unsent). Then read again — what was read may have been answered or swept since:
+            // sent from the stale read, a delivery swept during a broker restart and retried
+            // elsewhere also ran here (`pnpm chaos --faults kill-kafka,kill-dispatcher --rate
+            // 500`: 31 tasks run twice).
+            const behind = entries.filter((e) => e.seq > this.sentUpTo && !unreleased.has(e.seq));
+            await this.host.releaseOrphans(agent, orphans, behind);
+            continue;
+          }
           // Entries that sat here past their time (behind unreleased ones while Kafka was away)
           // get their ack window from now, before they go out (renewedAtSend).
           const renewals = entries.flatMap(({ seq, entry }) => {
@@ -416,11 +427,16 @@ export class AgentConnection {
               continue;
             }
             // A replay may be megabytes: send it at the pace the agent reads, so that our own
-            // burst never makes a healthy agent look slow.
-            if (this.ws.bufferedAmount > this.host.config.maxBufferedBytes / 2 && !(await this.drained())) return;
+            // burst never makes a healthy agent look slow. After such a wait, read again (the
+            // rest may have been swept meanwhile and retried elsewhere).
+            if (this.ws.bufferedAmount > this.host.config.maxBufferedBytes / 2) {
+              if (!(await this.drained())) return;
+              stale = true;
+              break;
+            }
             if (this.state !== 'open' || !this.sendEntry(seq, entry, true)) return;
           }
-          if (entries.length < PUMP_BATCH) break;
+          if (!stale && entries.length < PUMP_BATCH) break;
         }
       } while (this.pumpAgain && this.state === 'open');
     } catch (err) {

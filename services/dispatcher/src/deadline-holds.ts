@@ -81,10 +81,21 @@ export function renewedAtSend(entry: string, now: number, defaultWindowMs: numbe
   const deadline = entryDeadline(entry);
   const head = parseHead(headOf(entry));
   if (deadline === undefined || !head) return undefined;
-  const own = head.message.timeout_ms;
-  const window = typeof own === 'number' && own > 0 ? own : defaultWindowMs;
+  const window = ackWindowOf(head, defaultWindowMs);
   if (deadline - now >= window - RENEW_AT_SEND_AFTER_MS) return undefined;
   return windowEnd(now, window, head.budget_at ?? null);
+}
+
+/** A delivery's ack window: the message's own timeout, else the default. */
+export function ackWindowOf(head: EntryHead, defaultWindowMs: number): number {
+  const own = head.message.timeout_ms;
+  return typeof own === 'number' && own > 0 ? own : defaultWindowMs;
+}
+
+/** A buffered entry as a delivery to hold (undefined when its head is unreadable: not held). */
+export function heldEntry(agent: string, seq: number, entry: string, defaultWindowMs: number): HeldDelivery | undefined {
+  const head = parseHead(headOf(entry));
+  return head ? { agent, seq, windowMs: ackWindowOf(head, defaultWindowMs), budgetAt: head.budget_at ?? null } : undefined;
 }
 
 /** The deadline a hold sets at `now`. */

@@ -102,6 +102,10 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     limitOf: (agent) => agents.get(agent)?.metadata.max_concurrency ?? 0,
     weights: config.priorityWeights,
   });
+  // Ack deadlines of deliveries that cannot be sent yet (a routed batch whose DELIVERING waits
+  // for Kafka; entries behind orphans being released).
+  const holds = new DeadlineHolds(buffer, log);
+  ctx.onShutdown(() => holds.stop());
   // Outcomes feed the shared circuit breakers on a client that fails fast: breaker accounting
   // must never hold up an ack.
   const circuitRedis = createRedis(config.redisUrl, log, {
@@ -183,7 +187,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     outcomes,
     outbox,
     codec,
-    orphans: new OrphanRelease({ codec, service: ctx.service, instance: ctx.instanceId, outbox, buffer, metrics, log }),
+    orphans: new OrphanRelease({ codec, service: ctx.service, instance: ctx.instanceId, outbox, buffer, holds, ackTimeoutMs: config.ackTimeoutMs, metrics, log }),
     pg: ctx.pg,
     metrics,
     log,
@@ -240,8 +244,6 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     await agents.stop();
   });
 
-  const holds = new DeadlineHolds(buffer, log);
-  ctx.onShutdown(() => holds.stop());
   // Which agents have deliveries waiting for a slot, for the routers (lane-backlog.ts).
   const backlog = new LaneBacklogReporter(buffer, redis, log);
   backlog.start();

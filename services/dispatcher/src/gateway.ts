@@ -117,8 +117,8 @@ export class Gateway implements ConnectionHost {
     this.revocations.start();
   }
 
-  releaseOrphans(agent: string, orphans: readonly BufferedEntry[]): Promise<void> {
-    return this.d.orphans.release(agent, orphans);
+  releaseOrphans(agent: string, orphans: readonly BufferedEntry[], behind: readonly BufferedEntry[]): Promise<void> {
+    return this.d.orphans.release(agent, orphans, behind);
   }
 
   helloRefused(conn: AgentConnection): void {

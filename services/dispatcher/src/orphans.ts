@@ -5,6 +5,7 @@ import { statusRecord } from '@reach/service-kit';
 import { envelopeFromMessageJson, frameOf, headOf, parseHead, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Outbox } from './outbox.js';
+import { heldEntry, type DeadlineHolds } from './deadline-holds.js';
 import type { BufferedEntry, ReplayBuffer } from './replay-buffer.js';
 
 /**
@@ -61,6 +62,9 @@ export function deliveringOfHead(src: EventSource, agent: string, head: EntryHea
 export interface OrphanReleaseDeps extends EventSource {
   outbox: Outbox;
   buffer: ReplayBuffer;
+  holds: DeadlineHolds;
+  /** The ack window of a message without timeout_ms. */
+  ackTimeoutMs: number;
   metrics: DispatcherMetrics;
   log: Logger;
 }
@@ -68,16 +72,27 @@ export interface OrphanReleaseDeps extends EventSource {
 export class OrphanRelease {
   constructor(private readonly d: OrphanReleaseDeps) {}
 
-  /** Produces the orphans' DELIVERING events (acks=-1), then releases them. */
-  async release(agent: string, orphans: readonly BufferedEntry[]): Promise<void> {
+  /**
+   * Produces the orphans' DELIVERING events (acks=-1), then releases them. The released
+   * entries `behind` them in the agent's buffer cannot be sent before, so their ack deadlines
+   * are held until then (deadline-holds.ts): during a broker restart the produce waits 10–25 s.
+   */
+  async release(agent: string, orphans: readonly BufferedEntry[], behind: readonly BufferedEntry[] = []): Promise<void> {
     if (orphans.length === 0) return;
     const records = orphans.flatMap(({ seq, entry }) => {
       const deadline = /"deadline":"([^"]*)"/.exec(frameOf(entry))?.[1];
       const record = deliveringOfEntry(this.d, agent, entry, { seq, deadline, instance: this.d.instance, orphaned: true });
       return record ? [record] : [];
     });
-    await this.d.outbox.send(records);
-    await this.d.buffer.release(orphans.map(({ seq }) => ({ agent, seq })));
+    const held = behind.flatMap(({ seq, entry }) => heldEntry(agent, seq, entry, this.d.ackTimeoutMs) ?? []);
+    this.d.holds.begin(held);
+    try {
+      await this.d.holds.renew(held);
+      await this.d.outbox.send(records);
+      await this.d.buffer.release(orphans.map(({ seq }) => ({ agent, seq })));
+    } finally {
+      this.d.holds.end(held);
+    }
     this.d.metrics.orphansReleased.inc(orphans.length);
     this.d.log.info({ agent_id: agent, count: orphans.length }, 'orphaned deliveries (their consumer died before DELIVERING): event produced, sent');
   }

@@ -1,15 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '@reach/core';
-import type { Envelope, RoutedDelivery } from '@reach/envelope';
 import { uniqueName } from '@reach/sdk/testing';
 import { createRedis, type Redis } from '@reach/store';
 import { stack } from '../../helpers/env.js';
-import { testEnvelope } from '../../helpers/envelope.js';
 import { plainKafka, statusTap, type TopicTap } from '../../helpers/kafka.js';
 import { ReplayBuffer } from '../../../services/dispatcher/dist/replay-buffer.js';
-import { entryPartsOf } from '../../../services/dispatcher/dist/entry.js';
 import { ORPHAN_AFTER_MS } from '../../../services/dispatcher/dist/orphans.js';
 import { deregisterAgents, registeredAgent, TestAgent } from './harness.js';
+import { storeDelivery } from './stored-delivery.js';
 
 // A dispatcher killed between storing a batch in the replay buffer and producing its DELIVERING
 // events leaves orphans: entries no DELIVERING was written for. Sent by the agent's replay, an
@@ -45,41 +43,8 @@ async function storedWhileAway(what: string, budgetLeftMs?: number) {
 }
 
 /** Stores a delivery for `id` (its budget ending `budgetLeftMs` from now) as a consumer would, producing nothing. */
-async function store(id: string, capability: string, budgetLeftMs = 60_000) {
-  const now = Date.now();
-  const envelope = testEnvelope({ capability, producer: id }) as unknown as Envelope;
-  const routed: RoutedDelivery = {
-    message_id: envelope.message_id,
-    parent_message_id: null,
-    agent_id: id,
-    attempt: 0,
-    routed_at: now,
-    deadline_at: now + 30_000,
-    budget_deadline_at: now + budgetLeftMs,
-    rule: null,
-    envelope,
-  };
-  const parts = entryPartsOf(routed, 300, now);
-  const { results } = await buffer.appendMany(
-    [
-      {
-        agent: id,
-        messageId: routed.message_id,
-        head: parts.head,
-        attempt: 0,
-        messagePart: parts.messagePart,
-        deadline: routed.deadline_at,
-        windowMs: 30_000,
-        budgetAt: routed.budget_deadline_at,
-        lane: 1,
-        waitDeadline: routed.budget_deadline_at!,
-      },
-    ],
-    now,
-  );
-  const stored = results[0]!;
-  if (stored.kind !== 'inflight') throw new Error(`not stored in flight: ${stored.kind}`);
-  return { messageId: routed.message_id, seq: stored.seq, appendedAt: now };
+function store(id: string, capability: string, budgetLeftMs = 60_000) {
+  return storeDelivery(buffer, id, capability, { budgetLeftMs });
 }
 
 const deliveringOf = (messageId: string) => statuses.records.filter((r) => r.key === messageId && r.value?.state === 'DELIVERING');
