@@ -11,6 +11,15 @@ import type { Redis } from '@reach/store';
  */
 export class LaneBacklogView {
   private waiting = new Map<string, number>();
+  /**
+   * Deliveries this router sent each agent during the current and the previous read period:
+   * not in any report yet (the dispatcher consumes and reports them later). Without them a
+   * batch — the backlog of a broker restart comes as batches of hundreds — saw the same report
+   * for every record and sent all of it to one agent (`pnpm chaos --rate 500`: 153 records of
+   * one batch to one SDK agent, DEAD 3005 in its lane while the others were idle).
+   */
+  private routedNow = new Map<string, number>();
+  private routedBefore = new Map<string, number>();
   private readonly job: PeriodicJob;
 
   constructor(
@@ -28,12 +37,21 @@ export class LaneBacklogView {
     return this.job.stop();
   }
 
-  /** Deliveries waiting for a slot of this agent (0: none reported). */
+  /** Deliveries waiting for a slot of this agent (0: none reported), plus those this router just sent it. */
   of(agentId: string): number {
-    return this.waiting.get(agentId) ?? 0;
+    return (this.waiting.get(agentId) ?? 0) + (this.routedNow.get(agentId) ?? 0) + (this.routedBefore.get(agentId) ?? 0);
+  }
+
+  /** This router sent the agent a delivery. */
+  routed(agentId: string): void {
+    this.routedNow.set(agentId, (this.routedNow.get(agentId) ?? 0) + 1);
   }
 
   async refresh(now = Date.now()): Promise<void> {
+    // A report read now covers what was consumed before it; what was routed just before may
+    // not be in it yet, so it counts for one more period.
+    this.routedBefore = this.routedNow;
+    this.routedNow = new Map();
     try {
       this.waiting = decodeLaneBacklog(await this.redis.hgetall(LANE_BACKLOG_KEY), now);
     } catch (err) {

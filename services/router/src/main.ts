@@ -111,8 +111,9 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     },
     onTransition: (state) => metrics.circuitTransitions.inc({ state }),
   });
-  // Agents with deliveries waiting in the dispatcher for a slot get no new work while another
-  // candidate has none (lane-backlog.ts); read on the circuits' fail-fast client.
+  // The free choice goes to the least queued candidates: deliveries waiting in the dispatcher
+  // for a slot, plus what this router just sent (lane-backlog.ts); read on the circuits'
+  // fail-fast client.
   const backlog = new LaneBacklogView(circuitRedis, ctx.log);
   backlog.start();
   ctx.onShutdown(async () => {
@@ -189,6 +190,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     const { hints, remembered } = await memo.hintsFor(envelope.message_id, readHints(record.headers, envelope));
     const { decision, probes } = await routeWithCircuits(envelope, hints, deps, circuits, now, policyOf(rule));
     await memo.remember(envelope.message_id, hints.attempt, decision, remembered);
+    if (decision.kind === 'routed') backlog.routed(decision.agentId);
     const records = decisionRecords(out, { envelope, hints, record, rule: matchedRule(rule) }, decision, now);
     if (rule) metrics.ruleMatches.inc();
     metrics.routeSeconds.observe((performance.now() - started) / 1000);
