@@ -114,7 +114,20 @@ export type { Redis, RedisOptions } from 'ioredis';
  * be written yet (hash: message id → entry; sorted set: message id by ack time). The
  * retry-scheduler's stuck sweep reads it so it never declares DEAD a message an agent acked.
  */
-export const ACK_JOURNAL = { acked: 'reach:acked', ackedAt: 'reach:acked-at' } as const;
+export const ACK_JOURNAL = {
+  acked: 'reach:acked',
+  ackedAt: 'reach:acked-at',
+  /**
+   * Acks whose DELIVERED left the journal at or after their message's budget end (sorted set:
+   * message id → when; kept ACKED_LATE_KEEP_MS). Such a DELIVERED was appended after the
+   * deadline, so the read-model watermark (complete up to the deadline) does not cover it: with
+   * the tracker behind (PostgreSQL restarting), the stuck sweep saw the message DELIVERING,
+   * found no journaled ack, and declared a DELIVERED message DEAD (`pnpm chaos --long`: 20).
+   */
+  ackedLate: 'reach:acked-late',
+} as const;
+/** How long an ack settled late stays in ACK_JOURNAL.ackedLate: longer than the tracker may lag. */
+export const ACKED_LATE_KEEP_MS = 3_600_000;
 
 /**
  * Deliveries whose agent reports progress (sorted set: message id → until when the last

@@ -10,6 +10,18 @@ import { keys, type ReplayBuffer } from './replay-buffer.js';
 export const ACK_JOURNAL_SWEEP_MS = 1_000;
 /** An ack is only re-produced once it is this old: before that its own produce is still going. */
 export const ACK_SETTLE_GRACE_MS = 5_000;
+/** Clocks of hosts differ; an ack settled this close to its budget's end counts as late. */
+const LATE_SLACK_MS = 2_000;
+
+/**
+ * Is an ack settled at `now` late for its message's budget (`budget_at` of its head)? Its
+ * DELIVERED was then appended after (or near) the deadline, where the stuck sweep's read-model
+ * watermark does not reach, so it is remembered (ReplayBuffer.settleAck).
+ */
+export function settlesLate(budgetAt: number | null | undefined, now: number = Date.now()): boolean {
+  return budgetAt !== null && budgetAt !== undefined && now >= budgetAt - LATE_SLACK_MS;
+}
+
 /** A claimed ack not settled within this lease is claimed again (e.g. the claimer died). */
 const CLAIM_LEASE_MS = 30_000;
 const BATCH = 200;
@@ -51,16 +63,20 @@ export class AckJournal {
       if (ids.length === 0) return total;
       const acks = await this.d.buffer.journaledAcks(ids);
       const records: OutRecord[] = [];
+      const budgets = new Map<string, number | null | undefined>();
       acks.forEach((a, i) => {
         // Gone: its own produce finished after the claim and settled it (a slow produce while
         // the broker restarted) — its DELIVERED is written, nothing to do.
         if (!a) return;
         const head = parseHead(a.head);
-        if (head) records.push(this.d.outcomes.delivered(a.agent, head, a.ackedAt));
-        else this.d.log.error({ message_id: ids[i] }, 'unreadable ack journal entry dropped');
+        if (head) {
+          records.push(this.d.outcomes.delivered(a.agent, head, a.ackedAt));
+          budgets.set(ids[i]!, head.budget_at);
+        } else this.d.log.error({ message_id: ids[i] }, 'unreadable ack journal entry dropped');
       });
       await produceAll(this.d.producer, records);
-      await Promise.all(ids.map((id) => this.d.buffer.settleAck(id))); // one write for all of them
+      const settled = Date.now();
+      await Promise.all(ids.map((id) => this.d.buffer.settleAck(id, settlesLate(budgets.get(id), settled)))); // one write for all of them
       if (records.length > 0) this.d.log.warn({ count: records.length }, 'acks whose DELIVERED had not been written were produced from the ack journal');
       total += ids.length;
       if (ids.length < BATCH) return total;

@@ -3,6 +3,7 @@ import { envelopeFromJson, validateEnvelope, type Envelope, type EnvelopeJson, t
 import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
 import { receiptRecord, statusRecord } from '@reach/service-kit';
 import { NOOP_TRACER, type Tracer } from '@reach/tracing';
+import { settlesLate } from './ack-journal.js';
 import { recordDispatchSpan } from './dispatch-span.js';
 import { envelopeFromMessageJson, envelopeOfEntry, headOf, parseHead, type EntryHead } from './entry.js';
 import type { Failures } from './failures.js';
@@ -118,7 +119,7 @@ export class Outcomes {
     this.d.outbox
       .send([this.status('DELIVERED', agent, envelope, head, {}, ackedAt)])
       .then(
-        () => this.d.buffer.settleAck(messageId),
+        () => this.d.buffer.settleAck(messageId, settlesLate(head.budget_at)),
         (err: unknown) =>
           this.d.log.warn({ err, trace_id: envelope.trace_id, message_id: messageId }, 'DELIVERED not produced yet; the ack journal retries it'),
       )
@@ -252,7 +253,7 @@ export class Outcomes {
       }
     }
     await this.d.outbox.send(out);
-    if (journaled) await this.d.buffer.settleAck(r.message_id);
+    if (journaled) await this.d.buffer.settleAck(r.message_id, settlesLate(ctx.budget_at));
     this.d.metrics.results.inc();
     return replyId;
   }

@@ -1,6 +1,6 @@
 import { ReachError } from '@reach/core';
 import { GroupCommit } from '@reach/kafka';
-import { ACK_JOURNAL, ENDED_MESSAGES, WORK_IN_PROGRESS, type Redis } from '@reach/store';
+import { ACK_JOURNAL, ACKED_LATE_KEEP_MS, ENDED_MESSAGES, WORK_IN_PROGRESS, type Redis } from '@reach/store';
 import { APPEND, FAIL_OVER, FILL, READ, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
 import { deadlineJson, headOf, midPrefix, parseHead, type EntryHead } from './entry.js';
 import { LANES, type LaneIndex, type PerLane } from './lanes.js';
@@ -93,6 +93,7 @@ export const keys = {
    */
   acked: ACK_JOURNAL.acked,
   ackedAt: ACK_JOURNAL.ackedAt,
+  ackedLate: ACK_JOURNAL.ackedLate,
   /** Set when the agent's socket died and did not come back within the grace: epoch ms. */
   lost: (agent: string) => `reach:lost:{${agent}}`,
   /** Wait deadlines of every waiting entry: score = epoch ms, member = `<agent>|<lane>|<order>`. */
@@ -258,14 +259,13 @@ function promotionsOf(agent: string, flat: ReadonlyArray<string | number>, from:
 export class ReplayBuffer {
   private readonly scripts: ScriptCommands;
   /** Acks whose DELIVERED is produced, leaving the journal together (settleAck). */
-  private readonly settles = new GroupCommit<string>(async (ids) => {
-    await call('settle ack', () =>
-      this.redis
-        .multi()
-        .hdel(keys.acked, ...ids)
-        .zrem(keys.ackedAt, ...ids)
-        .exec(),
-    );
+  private readonly settles = new GroupCommit<{ id: string; late: boolean }>(async (items) => {
+    const ids = items.map((i) => i.id);
+    const late = items.filter((i) => i.late).map((i) => i.id);
+    const now = Date.now();
+    const tx = this.redis.multi().hdel(keys.acked, ...ids).zrem(keys.ackedAt, ...ids);
+    if (late.length > 0) tx.zadd(keys.ackedLate, ...late.flatMap((id) => [now, id])).zremrangebyscore(keys.ackedLate, '-inf', now - ACKED_LATE_KEEP_MS);
+    await call('settle ack', () => tx.exec());
   });
 
   constructor(
@@ -582,10 +582,11 @@ export class ReplayBuffer {
   /**
    * The ack's DELIVERED event is produced: it leaves the journal. The acks settled while one
    * settle is on its way leave together (one HDEL and one ZREM for all of them), not as two
-   * commands and a MULTI each.
+   * commands and a MULTI each. `late`: produced at or after the message's budget end
+   * (settledLate), so it is remembered for the stuck sweep (ACK_JOURNAL.ackedLate).
    */
-  settleAck(messageId: string): Promise<void> {
-    return this.settles.add([messageId]);
+  settleAck(messageId: string, late = false): Promise<void> {
+    return this.settles.add([{ id: messageId, late }]);
   }
 
   /** Journaled acks by message id (undefined: not journaled, or its DELIVERED is written). */

@@ -16,10 +16,12 @@ export const REJOIN_MS = 7_000;
 const SLOW_ANSWER_MS = 1_000;
 
 // For each message id, in one step with the dispatcher's take script (which refuses an answer
-// to a marked message): acked (its ack is in the journal: DELIVERED is on its way), working (its
-// agent reports progress), else marked DEAD now. Marks older than the keep time are dropped.
-// KEYS[1] ack journal  KEYS[2] work in progress  KEYS[3] ended · ARGV now, keep_ms, ids…
-// → one letter per id: a(cked) w(orking) e(nded)
+// to a marked message): acked (its ack is in the journal: DELIVERED is on its way; or it left
+// the journal after the budget's end: DELIVERED written where the read-model watermark does not
+// reach), working (its agent reports progress), else marked DEAD now. Marks older than the
+// keep time are dropped.
+// KEYS[1] ack journal  KEYS[2] work in progress  KEYS[3] ended  KEYS[4] acks settled late
+// ARGV now, keep_ms, ids… → one letter per id: a(cked) w(orking) e(nded)
 const MARK = `
 local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[2]))
@@ -27,7 +29,7 @@ local out = {}
 for i = 3, #ARGV do
   local id = ARGV[i]
   local until_ms = tonumber(redis.call('ZSCORE', KEYS[2], id))
-  if redis.call('HEXISTS', KEYS[1], id) == 1 then
+  if redis.call('HEXISTS', KEYS[1], id) == 1 or redis.call('ZSCORE', KEYS[4], id) then
     out[#out + 1] = 'a'
   elseif until_ms and until_ms > now then
     out[#out + 1] = 'w'
@@ -62,7 +64,7 @@ export class EndMarks {
   private away: { backAt: number | undefined } | undefined;
 
   constructor(private readonly redis: Redis) {
-    redis.defineCommand('reachMarkEnded', { numberOfKeys: 3, lua: MARK });
+    redis.defineCommand('reachMarkEnded', { numberOfKeys: 4, lua: MARK });
     this.scripts = redis as unknown as MarkCommand;
   }
 
@@ -74,7 +76,7 @@ export class EndMarks {
     await this.rejoined(now);
     let letters: string;
     try {
-      letters = await this.scripts.reachMarkEnded(ACK_JOURNAL.acked, WORK_IN_PROGRESS, ENDED_MESSAGES, now, ENDED_KEEP_MS, ...ids);
+      letters = await this.scripts.reachMarkEnded(ACK_JOURNAL.acked, WORK_IN_PROGRESS, ENDED_MESSAGES, ACK_JOURNAL.ackedLate, now, ENDED_KEEP_MS, ...ids);
     } catch (err) {
       this.away = { backAt: undefined };
       throw err;

@@ -3,6 +3,8 @@ import { silentLogger } from '@reach/core';
 import { testClient, uniqueName } from '@reach/sdk/testing';
 import { ACK_JOURNAL, createRedis, ENDED_MESSAGES, WORK_IN_PROGRESS, type Redis } from '@reach/store';
 import { EndMarks } from '../../../services/retry-scheduler/dist/end-marks.js';
+import { settlesLate } from '../../../services/dispatcher/dist/ack-journal.js';
+import { ReplayBuffer } from '../../../services/dispatcher/dist/replay-buffer.js';
 import { adminToken, stack, urls } from '../../helpers/env.js';
 import { eventually } from '../../helpers/wait.js';
 import { deregisterAgents, messageIdOf, registeredAgent } from '../dispatcher/harness.js';
@@ -59,26 +61,41 @@ describe('DEAD marks of the stuck sweep', () => {
     agent.ws.close();
   });
 
-  it('a journaled ack or reported progress keeps a message from being marked', async () => {
+  it('a journaled ack, an ack settled after its budget ended, or reported progress keeps a message from being marked', async () => {
     const acked = uniqueName('msg-acked');
+    const settledLate = uniqueName('msg-settled-late');
+    const settledInTime = uniqueName('msg-settled-in-time');
     const working = uniqueName('msg-working');
     const idle = uniqueName('msg-idle');
     const now = Date.now();
     await redis
       .multi()
       .hset(ACK_JOURNAL.acked, acked, `it.agent|1|${now}|{}`)
+      .hset(ACK_JOURNAL.acked, settledLate, `it.agent|2|${now}|{}`)
+      .hset(ACK_JOURNAL.acked, settledInTime, `it.agent|3|${now}|{}`)
       .zadd(WORK_IN_PROGRESS, now + 60_000, working)
       .exec();
+    // Their DELIVERED written, both leave the journal; the late one (written after its budget's
+    // end, beyond the read-model watermark) is remembered, the one in time is not.
+    const buffer = new ReplayBuffer(redis, 300);
+    await Promise.all([buffer.settleAck(settledLate, settlesLate(now - 1_000, now)), buffer.settleAck(settledInTime, settlesLate(now + 60_000, now))]);
     try {
-      const v = await marks.mark([acked, working, idle], now);
-      expect([...v.acked]).toEqual([acked]);
+      const v = await marks.mark([acked, settledLate, settledInTime, working, idle], now);
+      expect([...v.acked].sort()).toEqual([acked, settledLate].sort());
       expect([...v.working]).toEqual([working]);
-      expect([...v.ended]).toEqual([idle]);
+      expect([...v.ended].sort()).toEqual([idle, settledInTime].sort());
       expect(await redis.zscore(ENDED_MESSAGES, acked)).toBeNull();
+      expect(await redis.zscore(ENDED_MESSAGES, settledLate)).toBeNull();
       expect(await redis.zscore(ENDED_MESSAGES, working)).toBeNull();
       expect(Number(await redis.zscore(ENDED_MESSAGES, idle))).toBe(now);
     } finally {
-      await redis.multi().hdel(ACK_JOURNAL.acked, acked).zrem(WORK_IN_PROGRESS, working).zrem(ENDED_MESSAGES, idle).exec();
+      await redis
+        .multi()
+        .hdel(ACK_JOURNAL.acked, acked)
+        .zrem(ACK_JOURNAL.ackedLate, settledLate)
+        .zrem(WORK_IN_PROGRESS, working)
+        .zrem(ENDED_MESSAGES, idle, settledInTime)
+        .exec();
     }
   });
 });

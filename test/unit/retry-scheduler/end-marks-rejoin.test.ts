@@ -20,7 +20,7 @@ class FakeRedis {
   }
   async reachMarkEnded(...args: Array<string | number>): Promise<string> {
     if (this.down) throw new Error('connect ECONNREFUSED');
-    const ids = args.slice(5).map(String);
+    const ids = args.slice(6).map(String); // 4 keys, now, keep
     this.marked.push(...ids);
     return 'e'.repeat(ids.length);
   }
