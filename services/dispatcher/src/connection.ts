@@ -2,7 +2,7 @@ import { WebSocket, type RawData } from 'ws';
 import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims, type TokenSecret } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject } from '@reach/kafka';
-import { ackWindowOf, entryTooLateToSend, renewedAtSend } from './deadline-holds.js';
+import { AnswerTime, ackWindowOf, entryTooLateToSend, renewedAtSend } from './deadline-holds.js';
 import { entryMessageId, entrySeq, frameOf, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import { untilStored } from './answer-retry.js';
@@ -120,6 +120,8 @@ export class AgentConnection {
   private readonly inflight = new Map<string, number>();
   /** When each in-flight seq was sent on this socket, for the dispatch-duration histogram. */
   private readonly sentAt = new Map<number, number>();
+  /** How long this agent takes to answer lately: the send margin for its budgets. */
+  private readonly answerTime = new AnswerTime();
   /** The handshake's outcome has been counted (reach_dispatcher_connect_attempts_total). */
   private attemptCounted = false;
   /** Frames that arrived after hello, before welcome: handled once open. */
@@ -348,7 +350,11 @@ export class AgentConnection {
   /** An ack or reject of a delivery sent on this socket: how long the agent took to answer. */
   private answered(messageId: string, seq: number, outcome: 'ack' | 'reject'): void {
     const sent = this.sentAt.get(seq);
-    if (sent !== undefined) this.host.metrics.dispatchSeconds.observe({ outcome }, (performance.now() - sent) / 1000);
+    if (sent !== undefined) {
+      const ms = performance.now() - sent;
+      this.host.metrics.dispatchSeconds.observe({ outcome }, ms / 1000);
+      this.answerTime.observe(ms);
+    }
     this.forget(messageId, seq);
   }
 
@@ -366,8 +372,12 @@ export class AgentConnection {
     if (this.state !== 'open') return; // the replay after welcome reads it from the buffer
     const seq = entrySeq(entry);
     if (seq === undefined || seq <= this.sentUpTo) return;
-    if (!this.pumping && seq === this.sentUpTo + 1) this.sendEntry(seq, entry);
-    else {
+    if (!this.pumping && seq === this.sentUpTo + 1) {
+      // Its consumer or promoter checked the budget with the base margin; an agent answering
+      // slowly needs a wider one (tooLateToSend). Not sent, the deadline sweep ends it DEAD.
+      if (this.answerTime.widensMargin && entryTooLateToSend(entry, Date.now(), this.answerTime.ms)) this.skip(seq);
+      else this.sendEntry(seq, entry);
+    } else {
       if (this.announced.size >= MAX_INFLIGHT) this.announced.clear(); // only a hint: a pump without it waits for the release
       this.announced.add(seq);
       void this.pump();
@@ -421,9 +431,8 @@ export class AgentConnection {
             // Not sent too late either (routed-consumer.ts pastBudget): a delivery the consumer kept
             // back as past its budget is buffered but never announced, and the gap it leaves
             // brings the pump here. Skipped, the deadline sweep ends it DEAD 3005.
-            if (entryTooLateToSend(entry, now)) {
-              this.sentUpTo = seq;
-              this.announced.delete(seq);
+            if (entryTooLateToSend(entry, now, this.answerTime.ms)) {
+              this.skip(seq);
               continue;
             }
             // A replay may be megabytes: send it at the pace the agent reads, so that our own
@@ -463,6 +472,12 @@ export class AgentConnection {
       await new Promise((resolve) => setTimeout(resolve, DRAIN_POLL_MS));
     }
     return this.state === 'open';
+  }
+
+  /** Passes over entry `seq` without sending it (too late for its budget). */
+  private skip(seq: number): void {
+    this.sentUpTo = seq;
+    this.announced.delete(seq);
   }
 
   private sendEntry(seq: number, entry: string, paced = false): boolean {

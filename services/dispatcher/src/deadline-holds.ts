@@ -28,25 +28,58 @@ export const HOLD_MAX_MS = 60_000;
  */
 export const MIN_SEND_BUDGET_MS = 1_000;
 
-/** A delivery whose budget (if any) ends within MIN_SEND_BUDGET_MS of `now` (a quarter of a short budget) is not sent. */
-export function tooLateToSend(budgetAt: number | null, createdAt: number, now: number): boolean {
+/**
+ * The budget a delivery must have left to be sent: MIN_SEND_BUDGET_MS, or twice the agent's
+ * recent answer time when that is longer (`answerMs`, 0 when unknown) — on a saturated machine
+ * an answer took longer than the second left, and the agent ran a task its sender was told is
+ * DEAD (`pnpm chaos --long`: promoted with 1.1–2 s left, acked after the budget's end) — but
+ * never more than a quarter of the whole budget.
+ */
+export function sendMarginMs(budgetAt: number, createdAt: number, answerMs = 0): number {
+  const wanted = Math.max(MIN_SEND_BUDGET_MS, 2 * answerMs);
+  return Number.isFinite(createdAt) ? Math.min(wanted, (budgetAt - createdAt) / 4) : wanted;
+}
+
+/** A delivery whose budget (if any) ends within its send margin (sendMarginMs) of `now` is not sent. */
+export function tooLateToSend(budgetAt: number | null, createdAt: number, now: number, answerMs = 0): boolean {
   if (budgetAt === null) return false;
-  const margin = Number.isFinite(createdAt) ? Math.min(MIN_SEND_BUDGET_MS, (budgetAt - createdAt) / 4) : MIN_SEND_BUDGET_MS;
-  return budgetAt - margin <= now;
+  return budgetAt - sendMarginMs(budgetAt, createdAt, answerMs) <= now;
 }
 
 /**
  * tooLateToSend for a buffered entry, read from its head: what a pump, a replay or a promotion
  * checks before it sends (an unreadable head is sent: the agent's answer settles it).
  */
-export function entryTooLateToSend(entry: string, now: number): boolean {
+export function entryTooLateToSend(entry: string, now: number, answerMs = 0): boolean {
   const head = parseHead(headOf(entry));
-  return head !== undefined && headTooLateToSend(head, now);
+  return head !== undefined && headTooLateToSend(head, now, answerMs);
 }
 
 /** tooLateToSend for an entry's head already parsed. */
-export function headTooLateToSend(head: EntryHead, now: number): boolean {
-  return tooLateToSend(head.budget_at ?? null, createdAtMs(head.message), now);
+export function headTooLateToSend(head: EntryHead, now: number, answerMs = 0): boolean {
+  return tooLateToSend(head.budget_at ?? null, createdAtMs(head.message), now, answerMs);
+}
+
+/**
+ * An agent's recent answer time (send → ack/reject/result), quick to rise and slow to fall:
+ * a machine that saturates should widen the send margin at once, a calm moment not reset it.
+ */
+export class AnswerTime {
+  private estimateMs = 0;
+
+  observe(ms: number): void {
+    const w = ms > this.estimateMs ? 0.5 : 0.1;
+    this.estimateMs += w * (ms - this.estimateMs);
+  }
+
+  get ms(): number {
+    return this.estimateMs;
+  }
+
+  /** Does the answer time widen the send margin beyond MIN_SEND_BUDGET_MS? */
+  get widensMargin(): boolean {
+    return 2 * this.estimateMs > MIN_SEND_BUDGET_MS;
+  }
 }
 
 export interface HeldDelivery {
