@@ -75,13 +75,21 @@ export class Ledger {
     return [...this.accepted].filter(([, a]) => a.sentAt >= from && a.sentAt < to).map(([id]) => id);
   }
 
-  /** Send → first delivery of the messages submitted in [from, to): the worst wait a fault caused. */
-  maxWait(from: number, to: number, now: number): number {
-    let worst = 0;
+  /**
+   * Send → first delivery of the messages submitted in [from, to) that reached an agent: the
+   * worst wait a fault caused; and how many never reached one (they ended DEAD). Counting those
+   * as waiting until the report made the column read "694 s" for a fault whose messages were
+   * all delivered within seconds, next to some that died.
+   */
+  maxWait(from: number, to: number): { maxWaitMs: number; neverDelivered: number } {
+    let maxWaitMs = 0;
+    let neverDelivered = 0;
     for (const [id, a] of this.accepted) {
       if (a.sentAt < from || a.sentAt >= to) continue;
-      worst = Math.max(worst, (this.firstSeen.get(id) ?? now) - a.sentAt);
+      const seen = this.firstSeen.get(id);
+      if (seen === undefined) neverDelivered++;
+      else maxWaitMs = Math.max(maxWaitMs, seen - a.sentAt);
     }
-    return worst;
+    return { maxWaitMs, neverDelivered };
   }
 }

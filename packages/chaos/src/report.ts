@@ -17,7 +17,7 @@ export function chaosReport(r: ChaosReport): string {
   const v = r.verdict;
   const o = r.options;
   const faults = table(
-    ['t (s)', 'fault', 'lasted', 'first record handled after', 'flowing again after', 'max send → agent wait'],
+    ['t (s)', 'fault', 'lasted', 'first record handled after', 'flowing again after', 'max send → agent wait', 'never delivered'],
     r.faults.map((f) => [
       f.atS.toFixed(0),
       f.fault,
@@ -25,6 +25,7 @@ export function chaosReport(r: ChaosReport): string {
       f.firstHandledAfterMs === undefined ? '—' : f.firstHandledAfterMs === null ? 'no event' : ms(f.firstHandledAfterMs),
       ms(f.recoveredAfterMs),
       ms(f.maxWaitMs),
+      String(f.neverDelivered),
     ]),
   );
   const counts = table(

@@ -30,7 +30,10 @@ export interface FaultResult {
    */
   firstHandledAfterMs?: number | null;
   /** The longest send → first delivery among messages submitted in its window. */
+  /** Worst send → agent wait of the messages sent in this fault's window that reached an agent. */
   maxWaitMs: number;
+  /** Messages sent in this fault's window that never reached an agent (they ended DEAD). */
+  neverDelivered: number;
 }
 
 export interface ChaosReport {
@@ -127,7 +130,7 @@ export async function runChaos(o: ChaosOptions, progress: (line: string) => void
           healedAfterMs: inj.healedAt - inj.at,
           recoveredAfterMs: flowing === undefined ? null : flowing - inj.at,
           ...(inj.restarted ? { firstHandledAfterMs: first === undefined ? null : first - inj.at } : {}),
-          maxWaitMs: ledger.maxWait(inj.at, next, now),
+          ...ledger.maxWait(inj.at, next),
         };
       }),
     );
