@@ -263,7 +263,10 @@ export class ReplayBuffer {
     const ids = items.map((i) => i.id);
     const late = items.filter((i) => i.late).map((i) => i.id);
     const now = Date.now();
-    const tx = this.redis.multi().hdel(keys.acked, ...ids).zrem(keys.ackedAt, ...ids);
+    const tx = this.redis
+      .multi()
+      .hdel(keys.acked, ...ids)
+      .zrem(keys.ackedAt, ...ids);
     if (late.length > 0) tx.zadd(keys.ackedLate, ...late.flatMap((id) => [now, id])).zremrangebyscore(keys.ackedLate, '-inf', now - ACKED_LATE_KEEP_MS);
     await call('settle ack', () => tx.exec());
   });

@@ -10,7 +10,11 @@ const redisWith = (fields: Record<string, string>) => ({ hgetall: () => Promise.
 
 /** Routes `n` records one after another, as a router's batch does; counts per chosen agent. */
 async function routeBatch(view: LaneBacklogView, n: number, noteRouted: boolean): Promise<Record<string, number>> {
-  const index = indexOf(agent('best', { maxConcurrency: 64 }), agent('second', { maxConcurrency: 64, currentLoad: 1 }), agent('third', { maxConcurrency: 64, currentLoad: 2 }));
+  const index = indexOf(
+    agent('best', { maxConcurrency: 64 }),
+    agent('second', { maxConcurrency: 64, currentLoad: 1 }),
+    agent('third', { maxConcurrency: 64, currentLoad: 2 }),
+  );
   const counts: Record<string, number> = {};
   for (let i = 0; i < n; i++) {
     const d = await routeMessage(envelope(), hints(), { ...deps(index), backlog: (id) => view.of(id) }, NOW);
