@@ -35,7 +35,13 @@ async function brokerPid(): Promise<number> {
   return pid;
 }
 
+let pid: number;
+
 beforeAll(async () => {
+  // Read before the test: `reach ps` is a CLI start (1–2 s on a loaded machine), and between
+  // closing the agent's socket and connecting again the test must stay within the reconnect
+  // grace (2 s), or the dispatcher fails the buffered deliveries over as a lost agent's.
+  pid = await brokerPid();
   redis = createRedis(stack.redisUrl, silentLogger);
   buffer = new ReplayBuffer(redis, 300);
   statuses = await statusTap<{ message_id: string; state: string; attempt: number; code: number | null }>(kafka).open();
@@ -58,7 +64,6 @@ describe('a broker that stops answering while a pump releases an orphan', () => 
     const behind = await storeDelivery(buffer, id, capability, { deadlineInMs: 3_000 });
     await buffer.release([{ agent: id, seq: behind.seq }]);
 
-    const pid = await brokerPid();
     process.kill(pid, 'SIGSTOP');
     let agent: TestAgent;
     try {
