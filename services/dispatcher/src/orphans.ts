@@ -77,7 +77,7 @@ export class OrphanRelease {
    * entries `behind` them in the agent's buffer cannot be sent before, so their ack deadlines
    * are held until then (deadline-holds.ts): during a broker restart the produce waits 10–25 s.
    */
-  async release(agent: string, orphans: readonly BufferedEntry[], behind: readonly BufferedEntry[] = []): Promise<void> {
+  async release(agent: string, orphans: readonly BufferedEntry[], behind: readonly BufferedEntry[]): Promise<void> {
     if (orphans.length === 0) return;
     const records = orphans.flatMap(({ seq, entry }) => {
       const deadline = /"deadline":"([^"]*)"/.exec(frameOf(entry))?.[1];
