@@ -5,6 +5,7 @@ export { portOpen, waitFor, httpOk } from './local/net.js';
 export { crashLoop, restartDelayMs, STABLE_RUN_MS } from './local/supervisor.js';
 export {
   applyProperties,
+  brokerClassArchive,
   brokerConfig,
   internalReplication,
   kafkaClusterId,
@@ -16,6 +17,7 @@ export {
   type KafkaLayout,
   type KafkaNode,
 } from './local/kafka.js';
+export { classArchiveArgs, classArchivePath, ensureClassArchive, type TrainingRun } from './local/kafka-class-archive.js';
 export { serviceInstances, SERVICES, INSTANCE_PORT_STEP, MAX_INSTANCES, type UpOptions } from './local/stack.js';
 export { parseUpArgs } from './commands/up.js';
 export { defaultHome, paths } from './paths.js';
