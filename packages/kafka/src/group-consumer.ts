@@ -67,19 +67,29 @@ export interface FetchWait {
 }
 
 /**
+ * How long the LeaveGroup for a crashed member keeps trying. A consumer crashes when the broker
+ * goes away ("no broker available"), so the leave must outlast a broker restart: with 5 s it gave
+ * up while the broker was still down, the coordinator then loaded the group with the old member
+ * in it, and the restarted consumer's join waited out that member's 6 s session (the router idle
+ * 6 s after a broker kill, 5 December). Retried while the coordinator is away or loading.
+ */
+export const CRASHED_MEMBER_LEAVE_MS = 30_000;
+
+/**
  * When kafkajs restarts a crashed consumer (e.g. its coordinator gone with a broker restart), it
  * rejoins under a new member id, and the coordinator holds the rebalance for the old one, which
  * kafkajs could not leave while the broker was away: up to the rebalance timeout with nothing
- * consumed. This leaves for the old member id as soon as the consumer crashed.
+ * consumed. This leaves for the old member id as soon as the consumer crashed, and keeps trying
+ * until the coordinator is back (CRASHED_MEMBER_LEAVE_MS).
  */
-export function leaveForCrashedMember(consumer: Consumer, kafka: Kafka, groupId: string, log: Logger): void {
+export function leaveForCrashedMember(consumer: Consumer, kafka: Kafka, groupId: string, log: Logger, deadlineMs = CRASHED_MEMBER_LEAVE_MS): void {
   let memberId: string | undefined;
   consumer.on(consumer.events.GROUP_JOIN, (event) => (memberId = event.payload.memberId));
   consumer.on(consumer.events.CRASH, (event) => {
     const old = memberId;
     memberId = undefined;
     if (!(event.payload as { restart: boolean }).restart || old === undefined) return;
-    leaveGroupMembers(kafka, [{ groupId, memberId: old }]).catch((err: unknown) =>
+    leaveGroupMembers(kafka, [{ groupId, memberId: old }], { deadlineMs }).catch((err: unknown) =>
       log.debug({ err }, 'could not leave for the crashed member; the coordinator waits for it instead'),
     );
   });

@@ -1,19 +1,23 @@
 import { EventEmitter } from 'node:events';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Consumer, Kafka } from 'kafkajs';
 import { silentLogger } from '@reach/core';
-import { leaveForCrashedMember } from '@reach/kafka';
+import { CRASHED_MEMBER_LEAVE_MS, leaveForCrashedMember } from '@reach/kafka';
 
 // The wiring of leaveForCrashedMember: which member id it leaves for, and when. The LeaveGroup
 // itself goes through kafkajs's cluster connection, stood in for here by one that records the
 // requests (the real one is exercised by test/integration/kafka/group-recovery.test.ts and the
 // SASL test of zz-cluster).
-function fakes() {
+function fakes(coordinatorBackAt = 0) {
   const left: Array<{ groupId: string; memberId: string }> = [];
   const cluster = {
     connect: async () => undefined,
     disconnect: async () => undefined,
-    findGroupCoordinator: async () => ({ leaveGroup: async (req: { groupId: string; memberId: string }) => void left.push(req) }),
+    findGroupCoordinator: async () => {
+      // a broker restarting: no coordinator (retriable) until coordinatorBackAt
+      if (Date.now() < coordinatorBackAt) throw Object.assign(new Error('The coordinator is loading'), { type: 'GROUP_LOAD_IN_PROGRESS', retriable: true });
+      return { leaveGroup: async (req: { groupId: string; memberId: string }) => void left.push(req) };
+    },
   };
   const kafka = { [Symbol('private:Kafka:createCluster')]: () => cluster } as unknown as Kafka;
   const emitter = new EventEmitter();
@@ -29,6 +33,23 @@ function fakes() {
 const settle = () => new Promise((r) => setTimeout(r, 10));
 
 describe('leaveForCrashedMember', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('keeps trying while the broker restarts, and leaves once the coordinator is back (12 s later)', async () => {
+    vi.useFakeTimers();
+    const f = fakes(Date.now() + 12_000);
+    leaveForCrashedMember(f.consumer, f.kafka, 'g', silentLogger);
+    f.join('m-1');
+    f.crash(true);
+    await vi.advanceTimersByTimeAsync(11_000);
+    expect(f.left).toEqual([]);
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(f.left).toEqual([{ groupId: 'g', memberId: 'm-1' }]);
+    expect(CRASHED_MEMBER_LEAVE_MS).toBeGreaterThan(12_000);
+  });
+
   it('leaves for the member id of the last join when kafkajs restarts the crashed consumer, once', async () => {
     const f = fakes();
     leaveForCrashedMember(f.consumer, f.kafka, 'g', silentLogger);
