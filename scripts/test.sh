@@ -17,15 +17,23 @@ fi
 cleanup() { if [ "$started" = 1 ]; then reach down; fi; }
 trap cleanup EXIT INT TERM
 
+# each phase's start time, so a slow CI run shows where its minutes went
+phase() { echo "▸ $(date -u +%H:%M:%S) $*" >&2; }
+phase lint
 pnpm run lint
 if [ "$#" -gt 0 ]; then
   pnpm exec vitest run "$@"
 else
+  phase "unit + integration tests"
   pnpm exec vitest run --project unit --project integration
   # the Python SDK (sdks/python) against the same stack, with Debian's python3 and packages
+  phase "Python SDK tests"
   (cd sdks/python && /usr/bin/python3 -m pytest -q)
   # outages last, alone: they stop PostgreSQL/Redis/Kafka for a while
+  phase "degradation tests"
   pnpm exec vitest run --project degradation
   # then second stacks beside the default one (a 3-broker cluster with a broker killed, N instances)
+  phase "cluster tests"
   pnpm exec vitest run --project cluster
 fi
+phase done
