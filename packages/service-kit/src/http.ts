@@ -84,8 +84,27 @@ export class HttpServer {
   private readonly unthrottled = new Set<string>();
   /** The admin token whose requests need a client certificate (mutual TLS on); undefined: off. */
   private mtlsAdminToken: string | undefined;
+  /** Set by startingUntilReady: paths not served yet get 503, not 404 (see there). */
+  private starting = false;
 
   constructor(private readonly log: Logger) {}
+
+  /**
+   * A service listens (health, readiness, metrics) before its start has registered the API
+   * routes, so a client that reached a restarting ingress in that window got 404 "no route
+   * /v1/messages", a refusal it does not retry (the chaos load: 149 submissions lost to the
+   * sender in 3 ingress kills). Until `ready()`, a path no route serves yet answers 503 5002
+   * with Retry-After: 1, which every careful client retries.
+   */
+  startingUntilReady(): this {
+    this.starting = true;
+    return this;
+  }
+
+  /** Start is over: unknown paths are 404 from now on. */
+  ready(): void {
+    this.starting = false;
+  }
 
   route(method: string, path: string, handler: Handler): this {
     this.routes.push({ method, path, parts: path.split('/').filter(Boolean), handler });
@@ -146,7 +165,10 @@ export class HttpServer {
     let refusal: Reply | undefined;
     try {
       checkAdminClientCert(req, this.mtlsAdminToken);
-      if (found === undefined) reply = { status: 404, body: { error: { code: 404, name: 'NOT_FOUND', message: `no route ${url.pathname}` } } };
+      if (found === undefined && this.starting) {
+        const e = new ReachError('DEPENDENCY_UNAVAILABLE', `the service is starting and does not serve ${url.pathname} yet; try again`);
+        reply = { status: e.httpStatus, body: e.toBody(), headers: { 'retry-after': '1' } };
+      } else if (found === undefined) reply = { status: 404, body: { error: { code: 404, name: 'NOT_FOUND', message: `no route ${url.pathname}` } } };
       else if (found === 'method')
         reply = { status: 405, body: { error: { code: 405, name: 'METHOD_NOT_ALLOWED', message: `${req.method} not allowed on ${url.pathname}` } } };
       else if ((refusal = this.throttled(req, url.pathname))) reply = refusal;

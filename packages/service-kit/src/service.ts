@@ -191,7 +191,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
   const instanceId = config.instanceId || `${def.name}-${hostname()}-${process.pid}`;
   const log = createLogger({ service: def.name, instance: instanceId, level: config.logLevel });
   const metrics = new ServiceMetrics(def.name);
-  const http = new HttpServer(log);
+  const http = new HttpServer(log).startingUntilReady();
   const readiness = new Map<string, () => boolean>();
   let started = false;
   let stopping = false;
@@ -364,6 +364,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
     };
     await def.start(ctx);
     started = true;
+    http.ready();
     log.info({ port }, 'ready');
   } catch (err) {
     log.fatal({ err: toReachError(err) }, 'start failed');
