@@ -288,7 +288,14 @@ describe('the stale sweep', () => {
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    child.stdout!.on('data', (b: Buffer) => lines.push(...b.toString('utf8').split('\n').filter(Boolean)));
+    // Whole lines only: a chunk of the pipe can end inside a line, and one half line in `lines`
+    // made every JSON.parse below throw, so the check never matched (CI, twice on 5 December).
+    let partial = '';
+    child.stdout!.on('data', (b: Buffer) => {
+      const parts = (partial + b.toString('utf8')).split('\n');
+      partial = parts.pop() ?? '';
+      lines.push(...parts.filter(Boolean));
+    });
     const alert = await eventually('the alert line', async () =>
       lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.dlq_id === id && l.alert),
     );
