@@ -18,14 +18,16 @@ import { dirname, join } from 'node:path';
  * archive is never used (and the JVM would ignore one it cannot map anyway).
  */
 
+/** `java -version` of this JVM, asked once per process (`reach up` names the archive 3+ times). */
+let javaVersion: string | undefined;
+function javaVersionText(): string {
+  javaVersion ??= spawnSync('java', ['-version'], { encoding: 'utf8' }).stderr ?? '';
+  return javaVersion;
+}
+
 /** Where the archive for these jars and this JVM lives (whether or not it exists yet). */
 export function classArchivePath(libs: string, marker: string): string {
-  const java = spawnSync('java', ['-version'], { encoding: 'utf8' });
-  const key = createHash('sha256')
-    .update(marker)
-    .update(java.stderr ?? '')
-    .digest('hex')
-    .slice(0, 12);
+  const key = createHash('sha256').update(marker).update(javaVersionText()).digest('hex').slice(0, 12);
   return join(dirname(libs), `broker-classes-${key}.jsa`);
 }
 
