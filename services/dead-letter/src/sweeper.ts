@@ -4,9 +4,11 @@ import type { DeadLetterMetrics } from './metrics.js';
 import type { DeadLetterStore } from './store.js';
 
 export const SWEEP_INTERVAL_MS = 60_000;
+/** After a failed sweep (PostgreSQL restarting, a lock timeout): try again this soon, not a minute later. */
+export const SWEEP_RETRY_MS = 5_000;
 
 /**
- * The sweep (SPEC R-D11, R-B10), at start and every minute: parked NO_ROUTE messages whose
+ * The sweep (SPEC R-D11, R-B10), at start and every minute (sooner again after a failure): parked NO_ROUTE messages whose
  * expire_at passed become DEAD (EXPIRED); PARKED entries older than REACH_DLQ_STALE_AFTER_S
  * with no consumer become DEAD and raise an alert: one DEAD_LETTER_STALE event per sweep on
  * reach.alerts.v1 (and its error log line), a warn line per entry, and
@@ -15,6 +17,7 @@ export const SWEEP_INTERVAL_MS = 60_000;
 export class Sweeper {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> = Promise.resolve();
+  private stopped = false;
 
   constructor(
     private readonly store: DeadLetterStore,
@@ -26,19 +29,27 @@ export class Sweeper {
   ) {}
 
   start(): void {
-    this.running = this.sweep();
-    this.timer = setInterval(() => {
-      this.running = this.running.then(() => this.sweep());
-    }, SWEEP_INTERVAL_MS);
-    this.timer.unref();
+    this.stopped = false;
+    this.next(0);
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.timer);
+    this.stopped = true;
+    clearTimeout(this.timer);
     await this.running;
   }
 
-  async sweep(): Promise<{ expired: number; stale: number }> {
+  /** One sweep after `delayMs`, then the next one: a minute on, or SWEEP_RETRY_MS after a failure. */
+  private next(delayMs: number): void {
+    this.timer = setTimeout(() => {
+      this.running = this.sweep().then((r) => {
+        if (!this.stopped) this.next(r.failed ? SWEEP_RETRY_MS : SWEEP_INTERVAL_MS);
+      });
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  async sweep(): Promise<{ expired: number; stale: number; failed?: true }> {
     try {
       const at = new Date().toISOString();
       const expired = await this.store.expireParked({ event: 'DEAD', at, why: 'EXPIRED', code: 3006 });
@@ -84,8 +95,8 @@ export class Sweeper {
       }
       return { expired: expired.length, stale: stale.length };
     } catch (err) {
-      this.log.warn({ err }, 'dead-letter sweep failed; retried in a minute');
-      return { expired: 0, stale: 0 };
+      this.log.warn({ err, retry_in_ms: SWEEP_RETRY_MS }, 'dead-letter sweep failed; retried shortly');
+      return { expired: 0, stale: 0, failed: true };
     }
   }
 }
