@@ -93,7 +93,8 @@ function startAndStop(args: string[], logFile: string, timeoutMs: number): Promi
     let stopping = false;
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`the training broker did not start within ${timeoutMs / 1000}s`));
+      const what = stopping ? 'started but did not stop' : 'did not start';
+      reject(new Error(`the training broker ${what} within ${timeoutMs / 1000}s`));
     }, timeoutMs);
     const onData = (d: Buffer) => {
       out += d.toString();
