@@ -219,17 +219,25 @@ export interface TopicReplication {
 }
 
 /** Describes the replication of `topics` (metadata for replicas/ISR, describeConfigs for the settings). */
-export async function describeReplication(admin: Admin, topics: readonly string[]): Promise<TopicReplication[]> {
+/**
+ * Describes `topics`. On a cluster a topic just created (or the consumer-offsets topic that a
+ * first group lookup creates) is known to some brokers a moment before the others, and the
+ * broker asked answers UNKNOWN_TOPIC_OR_PARTITION: that answer is waited out, up to `timeoutMs`
+ * (a `reach up --brokers 3` failed on it once, in CI).
+ */
+export async function describeReplication(admin: Admin, topics: readonly string[], timeoutMs = 30_000): Promise<TopicReplication[]> {
   if (topics.length === 0) return [];
-  const meta = await admin.fetchTopicMetadata({ topics: [...topics] });
-  const configs = await admin.describeConfigs({
-    includeSynonyms: false,
-    resources: topics.map((name) => ({
-      type: 2 /* ConfigResourceTypes.TOPIC */,
-      name,
-      configNames: ['min.insync.replicas', 'unclean.leader.election.enable'],
-    })),
-  });
+  const { meta, configs } = await whileNotThereYet(timeoutMs, async () => ({
+    meta: await admin.fetchTopicMetadata({ topics: [...topics] }),
+    configs: await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: topics.map((name) => ({
+        type: 2 /* ConfigResourceTypes.TOPIC */,
+        name,
+        configNames: ['min.insync.replicas', 'unclean.leader.election.enable'],
+      })),
+    }),
+  }));
   return topics.map((topic) => {
     const t = meta.topics.find((m) => m.name === topic);
     const entries = configs.resources.find((r) => r.resourceName === topic)?.configEntries ?? [];
@@ -327,11 +335,35 @@ export async function waitForLeaders(admin: Admin, topics: readonly string[], ti
         last = 'partitions without a serving leader';
       } catch (err) {
         // Only the broker's "not there yet" answers are worth waiting for.
-        if (!(err instanceof Error && (err as { retriable?: boolean }).retriable === true)) throw err;
+        if (!notThereYet(err)) throw err;
         last = err;
       }
       if (Date.now() > deadline) throw new Error(`topic ${topic} has no serving leaders after ${timeoutMs} ms: ${String(last)}`);
       await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+/**
+ * A broker's retriable answer ("not there yet": an unknown topic, no leader yet), also when
+ * kafkajs's own retries gave up on it and wrapped it (KafkaJSNumberOfRetriesExceeded, not
+ * retriable itself, keeps it as `cause`).
+ */
+export function notThereYet(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const e = err as Error & { retriable?: boolean };
+  return e.retriable === true || (e.cause !== undefined && notThereYet(e.cause));
+}
+
+/** Runs `fn` again every 250 ms while it fails with a "not there yet" answer, until `timeoutMs`. */
+async function whileNotThereYet<T>(timeoutMs: number, fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!notThereYet(err) || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 250));
     }
   }
 }
