@@ -218,9 +218,9 @@ export interface TopicReplication {
   readonly uncleanLeaderElection: boolean;
 }
 
-/** Describes the replication of `topics` (metadata for replicas/ISR, describeConfigs for the settings). */
 /**
- * Describes `topics`. On a cluster a topic just created (or the consumer-offsets topic that a
+ * Describes the replication of `topics` (metadata for replicas/ISR, describeConfigs for the
+ * settings). On a cluster a topic just created (or the consumer-offsets topic that a
  * first group lookup creates) is known to some brokers a moment before the others, and the
  * broker asked answers UNKNOWN_TOPIC_OR_PARTITION: that answer is waited out, up to `timeoutMs`
  * (a `reach up --brokers 3` failed on it once, in CI).
