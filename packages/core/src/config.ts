@@ -453,8 +453,14 @@ export const OPTIONS = {
   wsMaxBufferedBytes: int(
     'REACH_WS_MAX_BUFFERED_BYTES',
     4194304,
-    'Outbound buffer limit per connection; a slower agent is disconnected and its deliveries replayed (SPEC R-C5).',
+    'Outbound buffer limit per connection (SPEC R-C5): deliveries are sent only while less than half of it waits unread, so it holds at most half plus one frame; a control frame sent while more than the limit waits closes the connection as slow (1013).',
     { min: 65536 },
+  ),
+  wsSlowAfterMs: int(
+    'REACH_WS_SLOW_AFTER_MS',
+    3000,
+    'An agent whose outbound buffer stays over half of REACH_WS_MAX_BUFFERED_BYTES without draining for this long, while deliveries wait for it, is closed as slow (1013); its un-acked deliveries are replayed on reconnect or fail over after the grace (SPEC R-C5).',
+    { min: 100 },
   ),
   httpPushTimeoutMs: int('REACH_HTTP_PUSH_TIMEOUT_MS', 15000, 'Timeout of an HTTP push to an agent endpoint (SPEC R-C8).', { min: 100 }),
   httpPushIdleMs: int('REACH_HTTP_PUSH_IDLE_MS', 60000, 'Idle time of pooled keep-alive connections to agent endpoints (SPEC R-C8).', { min: 1000 }),

@@ -32,19 +32,24 @@ import type { BufferedEntry, ReplayBuffer } from './replay-buffer.js';
  * instances) → `open` (welcome sent, buffer replayed, deliveries flowing) → `closed`.
  *
  * Deliveries are sent strictly in seq order: `sentUpTo` is the highest seq sent. A delivery
- * announced by pub/sub is sent at once when it is the next one; anything else (a gap, a replay
- * in progress) makes the connection re-read its buffer after `sentUpTo` ("pump"). Live sends
- * never wait for the agent: a failed send drops the connection at once (R-C4), an outbound
- * buffer over its limit closes it as slow (R-C5); either way its un-acked deliveries stay in
- * Redis for the replay of its next connection. A replay, which we burst ourselves, goes at the
- * agent's reading pace instead (it pauses above half the limit), so catching up on a large
- * backlog does not get a healthy agent closed as slow.
+ * announced by pub/sub is sent at once when it is the next one and the agent has read what it
+ * was sent (less than half the buffer limit waits unread); anything else (a gap, a replay in
+ * progress, a backlog) makes the connection re-read its buffer after `sentUpTo` ("pump").
+ *
+ * The pump goes at the agent's reading pace: it pauses while more than half the limit waits
+ * unread, so the outbound buffer holds at most half the limit plus one frame, and a burst (a
+ * replay, a consumer catching up, large payloads) never gets an agent that reads closed as
+ * slow. An agent that stops reading is: its buffer does not drain for REACH_WS_SLOW_AFTER_MS
+ * while deliveries wait (R-C5). A failed send drops the connection at once (R-C4). Either way
+ * its un-acked deliveries stay in Redis for the replay of its next connection.
  */
 export interface ConnectionConfig {
   pingIntervalMs: number;
   idleTimeoutMs: number;
   authTimeoutMs: number;
   maxBufferedBytes: number;
+  /** An outbound buffer over half the limit that has not drained for this long, with deliveries waiting: slow. */
+  slowAfterMs: number;
   maxPayloadBytes: number;
   tokenSecret: TokenSecret;
   /** How long a `send` waits for Kafka before answering 5002 (the record may still be written). */
@@ -372,7 +377,7 @@ export class AgentConnection {
     if (this.state !== 'open') return; // the replay after welcome reads it from the buffer
     const seq = entrySeq(entry);
     if (seq === undefined || seq <= this.sentUpTo) return;
-    if (!this.pumping && seq === this.sentUpTo + 1) {
+    if (!this.pumping && seq === this.sentUpTo + 1 && !this.backedUp) {
       // Its consumer or promoter checked the budget with the base margin; an agent answering
       // slowly needs a wider one (tooLateToSend). Not sent, the deadline sweep ends it DEAD.
       if (this.answerTime.widensMargin && entryTooLateToSend(entry, Date.now(), this.answerTime.ms)) this.skip(seq);
@@ -435,15 +440,15 @@ export class AgentConnection {
               this.skip(seq);
               continue;
             }
-            // A replay may be megabytes: send it at the pace the agent reads, so that our own
-            // burst never makes a healthy agent look slow. After such a wait, read again (the
-            // rest may have been swept meanwhile and retried elsewhere).
-            if (this.ws.bufferedAmount > this.host.config.maxBufferedBytes / 2) {
+            // A replay or a burst may be megabytes: send it at the pace the agent reads, so that
+            // our own burst never makes a healthy agent look slow. After such a wait, read again
+            // (the rest may have been swept meanwhile and retried elsewhere).
+            if (this.backedUp) {
               if (!(await this.drained())) return;
               stale = true;
               break;
             }
-            if (this.state !== 'open' || !this.sendEntry(seq, entry, true)) return;
+            if (this.state !== 'open' || !this.sendEntry(seq, entry)) return;
           }
           if (!stale && entries.length < PUMP_BATCH) break;
         }
@@ -466,10 +471,27 @@ export class AgentConnection {
     this.pumpTimer.unref();
   }
 
-  /** Waits until the outbound buffer is down to half its limit; false if the connection closed. */
+  /** More than half the buffer limit waits unread: deliveries wait for the agent to read. */
+  private get backedUp(): boolean {
+    return this.ws.bufferedAmount > this.host.config.maxBufferedBytes / 2;
+  }
+
+  /**
+   * Waits until the outbound buffer is down to half its limit; false if the connection closed.
+   * A buffer that does not shrink for REACH_WS_SLOW_AFTER_MS is an agent that stopped reading:
+   * closed as slow (R-C5), its deliveries stay buffered for its next connection.
+   */
   private async drained(): Promise<boolean> {
-    while (this.state === 'open' && this.ws.bufferedAmount > this.host.config.maxBufferedBytes / 2) {
+    let lowest = this.ws.bufferedAmount;
+    let drainedAt = Date.now();
+    while (this.state === 'open' && this.backedUp) {
       await new Promise((resolve) => setTimeout(resolve, DRAIN_POLL_MS));
+      const now = Date.now();
+      if (this.ws.bufferedAmount < lowest) [lowest, drainedAt] = [this.ws.bufferedAmount, now];
+      else if (now - drainedAt >= this.host.config.slowAfterMs && this.state === 'open') {
+        this.closeSlow(`outbound buffer not drained for ${now - drainedAt} ms`);
+        return false;
+      }
     }
     return this.state === 'open';
   }
@@ -480,8 +502,9 @@ export class AgentConnection {
     this.announced.delete(seq);
   }
 
-  private sendEntry(seq: number, entry: string, paced = false): boolean {
-    if (!this.send(frameOf(entry), !paced)) return false;
+  /** Sends a delivery; its caller checked the pace (the buffer bound is theirs to keep, not send's). */
+  private sendEntry(seq: number, entry: string): boolean {
+    if (!this.send(frameOf(entry), false)) return false;
     this.sentUpTo = seq;
     this.announced.delete(seq);
     const mid = entryMessageId(entry);
@@ -498,8 +521,9 @@ export class AgentConnection {
 
   /**
    * Sends a text frame; false (and the connection is gone) when it could not. `limitBuffer`:
-   * close the connection as slow when its outbound buffer is now over the limit — off for the
-   * paced replay, which keeps the buffer bounded itself (half the limit plus one frame).
+   * close the connection as slow when more than the limit waited unread before this frame —
+   * for control frames (pings, accepted, errors), which an agent that sends but never reads
+   * could otherwise pile up. Deliveries are paced by their callers instead (backedUp).
    */
   private send(text: string, limitBuffer = true): boolean {
     if (this.state === 'closed') return false;
@@ -507,16 +531,22 @@ export class AgentConnection {
       this.dropFailed(new Error('socket is not open'));
       return false;
     }
+    const unread = this.ws.bufferedAmount;
     this.ws.send(text, (err) => {
       if (err) this.dropFailed(err);
     });
-    if (limitBuffer && this.ws.bufferedAmount > this.host.config.maxBufferedBytes) {
-      this.host.metrics.slowDisconnects.inc();
-      this.log.warn({ buffered: this.ws.bufferedAmount }, 'agent too slow: outbound buffer over its limit; closing (its deliveries stay buffered)');
-      this.close(CLOSE.SLOW, 'outbound buffer over limit', true);
+    if (limitBuffer && unread > this.host.config.maxBufferedBytes) {
+      this.closeSlow('outbound buffer over its limit');
       return false;
     }
     return true;
+  }
+
+  /** Closes an agent that does not read as slow (1013); its deliveries stay buffered (R-C5). */
+  private closeSlow(why: string): void {
+    this.host.metrics.slowDisconnects.inc();
+    this.log.warn({ buffered: this.ws.bufferedAmount, agent_id: this.agentId }, `agent too slow: ${why}; closing (its deliveries stay buffered)`);
+    this.close(CLOSE.SLOW, 'outbound buffer over limit', true);
   }
 
   // ── heartbeats and limits ────────────────────────────────────────────────────────────────

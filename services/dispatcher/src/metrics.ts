@@ -67,7 +67,10 @@ export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
     rejects: m.counter('rejects_total', 'Deliveries rejected by agents (REJECTED, 3003).'),
     results: m.counter('results_total', 'Handler results received from agents.'),
     sends: m.counter('sends_total', 'send frames from agents, by outcome (accepted, error).', ['outcome']),
-    slowDisconnects: m.counter('slow_disconnects_total', 'Connections closed because their outbound buffer exceeded REACH_WS_MAX_BUFFERED_BYTES.'),
+    slowDisconnects: m.counter(
+      'slow_disconnects_total',
+      'Connections closed as slow: their outbound buffer did not drain for REACH_WS_SLOW_AFTER_MS, or exceeded REACH_WS_MAX_BUFFERED_BYTES.',
+    ),
     failedSends: m.counter('failed_sends_total', 'Connections dropped because a send on them failed (SPEC R-C4).'),
     httpPushes: m.counter('http_pushes_total', 'HTTP pushes to agent endpoints, by outcome (ack, reject, failure, dropped).', ['outcome']),
     ackTimeouts: m.counter('ack_timeouts_total', 'Deliveries whose ack deadline passed (3002): failed attempts.'),
