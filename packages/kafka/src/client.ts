@@ -18,6 +18,8 @@ export interface KafkaClientOptions {
   requestTimeoutMs?: number;
   /** SASL and TLS to the brokers (REACH_KAFKA_*; see security.ts). Unset: plaintext. */
   security?: KafkaSecurity;
+  /** How often a failed connection or request is tried again (30, about half a minute, by default). */
+  retries?: number;
 }
 
 function logCreator(logger: Logger) {
@@ -56,7 +58,7 @@ export function createKafka(opts: KafkaClientOptions): Kafka {
     logCreator: logCreator(opts.logger.child({ component: 'kafkajs' })),
     // Reconnect forever with capped backoff: a broker restart must never kill a service.
     // At most a second apart, so a restarted broker is found again within a second.
-    retry: { initialRetryTime: 100, maxRetryTime: 1_000, retries: 30 },
+    retry: { initialRetryTime: 100, maxRetryTime: 1_000, retries: opts.retries ?? 30 },
   };
   return countRequests(new Kafka(config));
 }

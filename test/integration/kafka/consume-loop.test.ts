@@ -22,7 +22,8 @@ async function topic(partitions = 3): Promise<string> {
 }
 
 async function readAll(name: string, expected: number, timeoutMs = 20_000): Promise<string[]> {
-  const consumer = kafka.consumer({ groupId: uniq('reader') });
+  // A short fetch wait: disconnect waits for the fetch in flight (kafkajs's default, 5 s, at the head of the log).
+  const consumer = kafka.consumer({ groupId: uniq('reader'), maxWaitTimeInMs: 100 });
   const values: string[] = [];
   await consumer.connect();
   await consumer.subscribe({ topic: name, fromBeginning: true });
