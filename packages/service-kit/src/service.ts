@@ -274,28 +274,33 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
     // First in, so it runs last: spans of the stages' final records are exported too.
     cleanups.push(() => tracer.shutdown());
     const kafka = createKafka({ brokers: config.kafkaBrokers, clientId: instanceId, logger: log, security: kafkaSecurity });
-    if (config.memberFile) await takeOverMemberFile(kafka, config.memberFile, log);
-    const producer = await createProducer(kafka);
-    cleanups.push(() => producer.disconnect());
     const codec = SchemaCodec.connect(config.schemaRegistryUrl, { maxPayloadBytes: config.maxPayloadBytes }, registryTls);
-    await codec.init(topicSchemaBindings());
-
     let pg: Pool | undefined;
     if (def.postgres) {
       pg = createPgPool(config.databaseUrl, { logger: log });
       const pool = pg;
       cleanups.push(() => pool.end());
-      await migrate(pg, log);
-      await ensurePartitions(pg);
     }
     let redis: Redis | undefined;
     if (def.redis) {
+      // Connects in the background from here on, beside the steps below.
       redis = createRedis(config.redisUrl, log, def.redisCommandTimeoutMs === undefined ? {} : { commandTimeoutMs: def.redisCommandTimeoutMs });
       const client = redis;
       cleanups.push(async () => {
         await client.quit();
       });
     }
+    // Independent of each other, so side by side: a restart waits for the slowest of them, not
+    // their sum (on a saturated machine each is a round trip to a busy process).
+    const [producer] = await Promise.all([
+      (async () => {
+        if (config.memberFile) await takeOverMemberFile(kafka, config.memberFile, log);
+        return createProducer(kafka);
+      })(),
+      codec.init(topicSchemaBindings()),
+      pg && migrate(pg, log).then(() => ensurePartitions(pg)),
+    ]);
+    cleanups.push(() => producer.disconnect());
 
     const stageCounter = metrics.stageRecords;
     const stageSeconds = metrics.stageSeconds;

@@ -260,28 +260,36 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
   const backlog = new LaneBacklogReporter(buffer, redis, log);
   backlog.start();
   ctx.onShutdown(() => backlog.stop());
-  await agents.ready();
+  // The agents view catches up while the consumer joins its group (side by side: a restart
+  // waits for the slower of the two, not both). A batch waits for the view, in which an agent
+  // not seen yet would count as uncapped; readiness waits for it as before.
+  const viewReady = agents.ready();
+  const handleRouted = routedBatchHandler({
+    service: ctx.service,
+    instanceId: ctx.instanceId,
+    replayTtlS: config.replayTtlS,
+    codec,
+    producer: ctx.producer,
+    buffer,
+    promoter,
+    announce: (items) => announcer.announce(items),
+    metrics,
+    log,
+    tracer: ctx.tracer,
+    holds,
+    backlog,
+  });
   await ctx.batchStage({
     topics: [TOPICS.routed.name],
     maxBatch: MAX_BATCH,
     partitionsConsumedConcurrently: PARTITIONS_AT_ONCE,
     together: true,
-    handleBatch: routedBatchHandler({
-      service: ctx.service,
-      instanceId: ctx.instanceId,
-      replayTtlS: config.replayTtlS,
-      codec,
-      producer: ctx.producer,
-      buffer,
-      promoter,
-      announce: (items) => announcer.announce(items),
-      metrics,
-      log,
-      tracer: ctx.tracer,
-      holds,
-      backlog,
-    }),
+    handleBatch: async (records) => {
+      await viewReady;
+      return handleRouted(records);
+    },
   });
+  await viewReady;
 }
 
 /**
