@@ -5,6 +5,10 @@ set -eu
 cd "$(dirname "$0")/.."
 PNPM_VERSION=9.15.9
 
+# Node.js 24 LTS first (pinned; installed into .reach/tools/node when the machine's node is older):
+# pnpm, the build and everything after run on it.
+PATH="$(sh scripts/ensure-node.sh):$PATH"; export PATH
+
 if ! command -v pnpm >/dev/null 2>&1; then
   echo "▸ installing pnpm $PNPM_VERSION" >&2
   if ! npm install -g "pnpm@$PNPM_VERSION" >/dev/null 2>&1; then

@@ -4,6 +4,8 @@
 # the background and stops it afterwards.
 set -eu
 cd "$(dirname "$0")/.."
+# Node.js 24 LTS (scripts/ensure-node.sh): vitest, the CLI and the stack it starts run on it.
+PATH="$(sh scripts/ensure-node.sh):$PATH"; export PATH
 if ! command -v pnpm >/dev/null 2>&1; then PATH="$PWD/.reach/tools/node_modules/.bin:$PATH"; export PATH; fi
 reach() { node packages/cli/dist/bin.js "$@"; }
 

@@ -7,8 +7,11 @@ import { startTestAgent, stopTestAgents, testClient, uniqueName, type TestAgent 
 import { adminToken, urls } from '../helpers/env.js';
 import { plainKafka } from '../helpers/kafka.js';
 import { eventually } from '../helpers/wait.js';
+import { reachCli } from '../helpers/cli.js';
+import { startSdkAgent, textPart } from '../integration/a2a/sdk-agent.js';
+import { registerProducer } from '../integration/ingress/producer-agent.js';
 
-// The web console (SPEC R-F4) in a real browser — Debian's Chromium driven by playwright-core —
+// The web console (R-F4) in a real browser — Debian's Chromium driven by playwright-core —
 // against the running stack with live traffic: what the page shows must match the public APIs,
 // a replay clicked on the page must replay the dead letter, and every view is kept as a
 // screenshot under test-artifacts/console/.
@@ -347,6 +350,45 @@ describe('web console in Chromium', () => {
     expect(await row.getAttribute('data-action')).toBe('dlq.replay');
     expect(await row.textContent()).toContain('admin');
     await shot('audit');
+  });
+
+  it('marks an A2A agent, and shows the A2A ids next to the message id of a message it answered for an A2A client', { timeout: TEST_TIMEOUT }, async () => {
+    // An A2A agent written with @a2a-js/sdk, imported by its card; an A2A client sends it a message through Agent-Reach.
+    const skill = uniqueName('console-a2a');
+    const a2aAgent = await startSdkAgent(skill, () => ({ kind: 'complete', parts: [textPart('done')] }));
+    try {
+      const imported = await reachCli(['agents', 'import-a2a', a2aAgent.cardUrl, '--agent-id', uniqueName('a2a.console'), '--json']);
+      expect(imported.code, imported.stderr).toBe(0);
+      const agentId = (JSON.parse(imported.stdout) as { agent_id: string }).agent_id;
+      const sender = await registerProducer('console-a2a');
+      const clientMessageId = uniqueName('client-msg');
+      const res = await fetch(`${urls.ingress}/a2a/v1`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'A2A-Version': '1.0', authorization: `Bearer ${sender.token}` },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'SendMessage',
+          params: { message: { messageId: clientMessageId, role: 'ROLE_USER', parts: [{ text: 'hi' }] }, metadata: { skill: skill.replace(/-/g, '_') } },
+        }),
+      });
+      const task = ((await res.json()) as { result: { task: { id: string; status: { state: string } } } }).result.task;
+      expect(task.status.state).toBe('TASK_STATE_COMPLETED');
+
+      await openTab('agents');
+      await page.locator(`tr[data-agent-id="${agentId}"] [data-a2a]`).waitFor(WAIT);
+      expect(await page.locator(`tr[data-agent-id="${worker.agentId}"] [data-a2a]`).count()).toBe(0);
+
+      await page.goto(`${CONSOLE}/#lookup/${task.id}`);
+      await page.locator(`.lookup-head[data-message-id="${task.id}"]`).waitFor(WAIT);
+      await eventually('the A2A ids in the header', async () => {
+        const text = (await page.locator('.lookup-head').textContent()) ?? '';
+        return text.includes(`A2A message ${clientMessageId}`) && /A2A agent task[0-9a-f-]{36}/.test(text) ? true : undefined;
+      });
+      await shot('a2a-message');
+    } finally {
+      await a2aAgent.stop();
+    }
   });
 
   it('raised no uncaught error in the page', () => {

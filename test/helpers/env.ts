@@ -9,7 +9,8 @@ import { randomBytes } from 'node:crypto';
  */
 export const stack = {
   brokers: (process.env.REACH_KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
-  schemaRegistryUrl: process.env.REACH_SCHEMA_REGISTRY_URL ?? 'http://127.0.0.1:8081',
+  // the development registry on its moved port for a second stack (docs/local-stack.md), as localStack() finds it
+  schemaRegistryUrl: process.env.REACH_SCHEMA_REGISTRY_URL ?? `http://127.0.0.1:${process.env.REACH_DEV_SCHEMA_REGISTRY_PORT ?? 8081}`,
   databaseUrl: process.env.REACH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/reach',
   redisUrl: process.env.REACH_REDIS_URL ?? 'redis://127.0.0.1:6379/0',
 };
@@ -32,10 +33,10 @@ export function adminToken(): string {
   return readFileSync(join(home, 'admin-token'), 'utf8').trim();
 }
 
-/** A service port of the running stack: its REACH_*_PORT variable, else the DESIGN §3 default. */
+/** A service port of the running stack: its REACH_*_PORT variable, else the docs/design.md §3 default. */
 const port = (name: string, def: number) => Number(process.env[name] || def);
 
-/** Base URLs of the services of the running stack (REACH_*_PORT, else DESIGN §3 default ports). */
+/** Base URLs of the services of the running stack (REACH_*_PORT, else docs/design.md §3 default ports). */
 export const urls = {
   ingress: `http://127.0.0.1:${port('REACH_INGRESS_PORT', 7410)}`,
   registry: `http://127.0.0.1:${port('REACH_REGISTRY_PORT', 7411)}`,

@@ -4,7 +4,7 @@ import { uniq } from './env.js';
 
 /**
  * A complete reach.v1.Envelope in its Avro form, as an outside producer builds it (every field
- * of DESIGN §2, optional ones null). Tests override what they care about.
+ * of docs/design.md §2, optional ones null). Tests override what they care about.
  */
 export function testEnvelope(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {

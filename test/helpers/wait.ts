@@ -8,6 +8,7 @@ export async function eventually<T>(
   probe: () => Promise<T | undefined | false> | T | undefined | false,
   timeoutMs = 20_000,
   intervalMs = 100,
+  lastSeen?: () => unknown,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -15,7 +16,11 @@ export async function eventually<T>(
       .then(probe)
       .catch(() => undefined);
     if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline) {
+      // What the probe last saw turns a bare timeout into a diagnosis (a CI log is all we keep).
+      const seen = lastSeen ? `; last seen: ${JSON.stringify(lastSeen())}` : '';
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${seen}`);
+    }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }

@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 
-// The README's config reference and error table are generated from packages/core; this fails
-// when someone changes an option or a code without regenerating them (node scripts/gen-docs.mjs).
+// docs/configuration.md, the README's error table and its CLI section are generated from code
+// (packages/core's option catalog and error table, packages/sdk's variables, `reach --help`);
+// this fails when someone changes one of them without regenerating (node scripts/gen-docs.mjs).
 describe('generated docs', () => {
-  it('README config and error tables match the code', () => {
+  it('docs/configuration.md, the README error table and the README CLI section match the code', () => {
     expect(() => execFileSync(process.execPath, ['scripts/gen-docs.mjs', '--check'], { stdio: 'pipe' })).not.toThrow();
   });
 });

@@ -8,21 +8,21 @@ import { loadRateOf } from './qos.js';
  * service and the CLI use these instead of re-deriving them.
  */
 
-/** Heartbeats are due every TTL/2 (SPEC R-A4). */
+/** Heartbeats are due every TTL/2 (R-A4). */
 export function heartbeatIntervalMs(ttlS: number): number {
   return Math.floor((ttlS * 1000) / 2);
 }
 
 /**
  * How long after its last heartbeat (or registration) an agent stays alive: REACH_MISSED_HEARTBEATS
- * consecutive heartbeats missed (SPEC R-A4). With the default of 2 this is exactly the TTL.
+ * consecutive heartbeats missed (R-A4). With the default of 2 this is exactly the TTL.
  * The lease expires, and the registry marks the agent OFFLINE, at that moment.
  */
 export function leaseDurationMs(ttlS: number, missedHeartbeats: number): number {
   return missedHeartbeats * heartbeatIntervalMs(ttlS);
 }
 
-/** current_load / max_concurrency (SPEC R-B3: load is always a rate). */
+/** current_load / max_concurrency (R-B3: load is always a rate). */
 export function loadRate(record: Pick<AgentRecord, 'load' | 'metadata'>): number {
   return loadRateOf(record.load.current_load, record.metadata.max_concurrency);
 }
@@ -36,7 +36,7 @@ export function leaseValid(record: Pick<AgentRecord, 'lease_expires_at'>, nowMs:
   return record.lease_expires_at > nowMs;
 }
 
-/** May this agent be given new work? ONLINE (not COOLDOWN, not OFFLINE) with a valid lease (SPEC R-B2). */
+/** May this agent be given new work? ONLINE (not COOLDOWN, not OFFLINE) with a valid lease (R-B2). */
 export function acceptsNewWork(record: Pick<AgentRecord, 'status' | 'lease_expires_at'>, nowMs: number = Date.now()): boolean {
   return record.status === 'ONLINE' && leaseValid(record, nowMs);
 }
@@ -69,7 +69,7 @@ function parseOpaque(json: string | null): unknown {
 }
 
 /**
- * The JSON form of an agent for the public API (DESIGN §3, SPEC R-A9): snake_case Avro names,
+ * The JSON form of an agent for the public API (docs/design.md §3, R-A1): snake_case Avro names,
  * timestamps as RFC 3339, scope/constraints as JSON, plus derived fields a reader needs
  * (load_rate, lease_valid, heartbeat_interval_ms).
  */

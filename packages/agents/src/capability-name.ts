@@ -1,5 +1,5 @@
 /**
- * The capability tag grammar (SPEC R-A1, R-A2, R-A7) — shared by the registry (validation,
+ * The capability tag grammar (R-A1, R-A2, R-A7) — shared by the registry (validation,
  * index), the router (exact matching) and the SDK (pre-flight checks).
  *
  *   name   = base [ "@" major ]
@@ -19,7 +19,7 @@ export const MAX_CAPABILITY_NAME_LENGTH = 128;
 
 /**
  * Words that say nothing about what an agent does. A name made only of these (`do`,
- * `process`, `handle_task`, `do_stuff`) is refused as vague (SPEC R-A2): a sender could not
+ * `process`, `handle_task`, `do_stuff`) is refused as vague (R-A2): a sender could not
  * tell two such agents apart, and routing by them would send work to the wrong agent.
  */
 export const VAGUE_WORDS: ReadonlySet<string> = new Set([
@@ -157,7 +157,7 @@ export function offeredMajor(cap: { name: string; version?: string | null }): nu
 /**
  * The names a capability is found under in the registry's index and the router's view: its
  * base, and `base@major` when it has a major. A caller that asks for `summarize` finds every
- * major; one that pins `summarize@2` finds only major 2 (SPEC R-A7).
+ * major; one that pins `summarize@2` finds only major 2 (R-A7).
  */
 export function capabilityIndexNames(cap: { name: string; version?: string | null }): string[] {
   const parsed = parseCapabilityName(cap.name);

@@ -35,7 +35,7 @@ function add(acc: Acc, r: AgentRecord): void {
 }
 
 /**
- * Per-capability health of the fleet for the registry's metrics (SPEC R-F2: per-agent load and
+ * Per-capability health of the fleet for the registry's metrics (R-F2: per-agent load and
  * QoS, with bounded labels): the `topN` capabilities with the most live (ONLINE or COOLDOWN) agents
  * (then the most agents) get a row each, the rest share OTHER_CAPABILITIES. An agent counts once per distinct capability name it offers.
  */

@@ -5,8 +5,8 @@ import { CapabilityModeValues, ConsumptionValues } from '@reach/envelope';
 import { capabilityNameProblem, capabilityNameWarning, majorOf, parseCapabilityName } from './capability-name.js';
 
 /**
- * The capability descriptor an agent registers with (SPEC R-A1), as validated by the registry
- * (R-A2). The JSON field names are those of SPEC R-A1 and of reach.v1.AgentRecord.
+ * The capability descriptor an agent registers with (R-A1), as validated by the registry
+ * (R-A2). The JSON field names are those of R-A1 and of reach.v1.AgentRecord.
  */
 export interface CapabilitySpec {
   name: string;
@@ -94,9 +94,20 @@ function url(v: unknown, field: string, protocols: readonly string[]): string | 
   return s;
 }
 
+/**
+ * The `protocol_version` of an A2A agent's endpoints (docs/a2a.md): `endpoints.a2a` (its JSON-RPC
+ * URL) is stored as `http` with this version, and the dispatcher speaks A2A to it.
+ */
+export const A2A_ENDPOINT_VERSION = 'a2a/1.0';
+
 function parseEndpoints(v: unknown): Endpoints {
   if (v === undefined || v === null) return { ws: null, http: null, protocol_version: '1' };
-  if (!isObject(v)) throw invalidRegistration('endpoints', 'must be an object {ws?, http?, protocol_version?}');
+  if (!isObject(v)) throw invalidRegistration('endpoints', 'must be an object {ws?, http?, a2a?, protocol_version?}');
+  if (v.a2a !== undefined && v.a2a !== null) {
+    if (v.http !== undefined && v.http !== null)
+      throw invalidRegistration('endpoints.a2a', 'an A2A agent is reached at its A2A URL: give a2a or http, not both');
+    return { ws: url(v.ws, 'endpoints.ws', ['ws:', 'wss:']), http: url(v.a2a, 'endpoints.a2a', ['http:', 'https:']), protocol_version: A2A_ENDPOINT_VERSION };
+  }
   const pv = v.protocol_version;
   if (pv !== undefined && pv !== null && typeof pv !== 'string' && typeof pv !== 'number') {
     throw invalidRegistration('endpoints.protocol_version', 'must be a string');
@@ -116,6 +127,31 @@ function parseTags(v: unknown, field: string): string[] {
     if (typeof t !== 'string' || !TAG_PATTERN.test(t)) throw invalidRegistration(`${field}[${i}]`, 'must be 1–64 characters without spaces or commas');
     return t;
   });
+}
+
+const MAX_DESCRIPTION = 1024;
+const MAX_EXAMPLES = 20;
+
+/**
+ * A capability's `description` and `examples` (what an A2A Agent Card shows for its skill,
+ * docs/a2a.md) are kept in its scope — `scope.description`, `scope.examples` — so the record
+ * on reach.agents.v1 needs no new field. Given at the capability level, they are folded in.
+ */
+function withDescription(scope: unknown, c: Record<string, unknown>, field: string): unknown {
+  if (c.description === undefined && c.examples === undefined) return scope;
+  const extra: Record<string, unknown> = {};
+  if (c.description !== undefined) {
+    if (typeof c.description !== 'string' || c.description.length > MAX_DESCRIPTION)
+      throw invalidRegistration(`${field}.description`, `must be a string of at most ${MAX_DESCRIPTION} characters`);
+    extra.description = c.description;
+  }
+  if (c.examples !== undefined) {
+    const ok = Array.isArray(c.examples) && c.examples.length <= MAX_EXAMPLES && c.examples.every((e) => typeof e === 'string' && e.length <= MAX_DESCRIPTION);
+    if (!ok) throw invalidRegistration(`${field}.examples`, `must be at most ${MAX_EXAMPLES} strings of at most ${MAX_DESCRIPTION} characters`);
+    extra.examples = c.examples;
+  }
+  if (Array.isArray(scope)) throw invalidRegistration(`${field}.scope`, 'must be an object to hold a description or examples');
+  return opaqueJson({ ...((scope ?? {}) as Record<string, unknown>), ...extra }, `${field}.scope`);
 }
 
 function parseCapability(v: unknown, i: number, rules: DescriptorRules, warnings: DescriptorWarning[]): CapabilitySpec {
@@ -150,13 +186,13 @@ function parseCapability(v: unknown, i: number, rules: DescriptorRules, warnings
     throw invalidRegistration(`${field}.version`, `major ${versionMajor} disagrees with the name's @${pinned}`);
   }
   // Stored normalised: `summarize@2` becomes name `summarize`, version `2`, so every reader
-  // matches names exactly and reads the major from `version` (SPEC R-A7).
+  // matches names exactly and reads the major from `version` (R-A7).
   const base = parseCapabilityName(name)!.base;
   return {
     name: base,
     mode: mode as CapabilityMode,
     tags: parseTags(c.tags, `${field}.tags`),
-    scope: opaqueJson(c.scope, `${field}.scope`),
+    scope: withDescription(opaqueJson(c.scope, `${field}.scope`), c, field),
     constraints: opaqueJson(c.constraints, `${field}.constraints`),
     consumption: consumption as Consumption,
     version: version ?? (pinned === undefined ? null : String(pinned)),
@@ -209,13 +245,13 @@ function parseMetadata(v: unknown): AgentMetadata {
   };
 }
 
-/** `<agent_type>.<6 hex>`, the SPEC R-A1 id shape (e.g. data.retriever.8f3a2c). */
+/** `<agent_type>.<6 hex>`, the R-A1 id shape (e.g. data.retriever.8f3a2c). */
 export function generateAgentId(agentType: string): string {
   return `${agentType}.${randomBytes(3).toString('hex')}`;
 }
 
 /**
- * Validates a registration body (SPEC R-A1/R-A2). Throws 4104 INVALID_REGISTRATION with
+ * Validates a registration body (R-A1/R-A2). Throws 4104 INVALID_REGISTRATION with
  * `details.field` naming the first offending field (e.g. `capabilities[2].name`). Returns the
  * normalised descriptor (defaults filled, agent_id generated when absent) and warnings about
  * acceptable-but-imprecise names.

@@ -1,7 +1,7 @@
 import type { AgentStatus } from '@reach/envelope';
 
 /**
- * The QoS score of an agent (SPEC R-A5), computed by the registry from each heartbeat and
+ * The QoS score of an agent (R-A5), computed by the registry from each heartbeat and
  * published on reach.agents.v1, so every router sees the same value.
  *
  *   load_rate     ρ = current_load / max_concurrency          (a rate, never a count: R-B3)

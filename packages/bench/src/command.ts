@@ -135,7 +135,8 @@ function endpointsFrom(env: NodeJS.ProcessEnv, root: string) {
     redisUrl: env.REACH_REDIS_URL ?? 'redis://127.0.0.1:6379/0',
     databaseUrl: env.REACH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/reach',
     wsUrl: `ws://${host}:${env.REACH_DISPATCHER_PORT ?? 7412}/v1/connect`,
-    schemaRegistryUrl: env.REACH_SCHEMA_REGISTRY_URL ?? 'http://127.0.0.1:8081',
+    // the development registry of a stack whose ports were moved (`reach up`), unless one is named
+    schemaRegistryUrl: env.REACH_SCHEMA_REGISTRY_URL ?? `http://${host}:${env.REACH_DEV_SCHEMA_REGISTRY_PORT ?? 8081}`,
     adminToken: adminTokenFrom(env, root),
   };
 }

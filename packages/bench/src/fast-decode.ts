@@ -24,7 +24,7 @@ export function peekDeliver(text: string): { seq: number; messageId: string } | 
   return end > start ? { seq, messageId: text.slice(start, end) } : undefined;
 }
 
-/** An ack (DESIGN §4), built without JSON.stringify: ids never need escaping. */
+/** An ack (docs/design.md §4), built without JSON.stringify: ids never need escaping. */
 export function ackFrame(seq: number, messageId: string): string {
   return `{"type":"ack","seq":${seq},"message_id":"${messageId}"}`;
 }

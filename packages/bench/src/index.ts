@@ -5,3 +5,4 @@ export type * from './results.js';
 // The outside-client rig the chaos command shares: agents registered and connected as raw sockets.
 export { forEachLimit, heartbeats, openAgentSocket, raiseQuota, register, type Registered, type StackEndpoints } from './stack.js';
 export { benchEnvelope } from './envelope-template.js';
+export { ConsumerLag } from './consumer-lag.js';

@@ -8,12 +8,12 @@ import { benchEnvelope } from './envelope-template.js';
 import { connectAgent, deregister, heartbeats, raiseQuota, register, type StackEndpoints } from './stack.js';
 
 /**
- * `reach bench --mix` (SPEC R-D9: HIGH p99 stays low while a LOW backlog drains). N agents
+ * `reach bench --mix` (R-D9: HIGH p99 stays low while a LOW backlog drains). N agents
  * with a small max_concurrency and a handler that takes `handlerMs` per message, so their
  * capacity is N × concurrency / handlerMs. First a steady trickle of HIGH alone (idle latency);
  * then the same trickle while a flood of NORMAL + LOW above that capacity builds a backlog in
  * the dispatcher's waiting lanes (phase "mixed": the flood also loads ingress and router); then
- * the flood stops and the trickle goes on while the backlog drains (phase "drain": SPEC's
+ * the flood stops and the trickle goes on while the backlog drains (phase "drain": R-P4's
  * wording). Latency is send → agent receive, measured at the agent; one run, so the figures
  * are read side by side.
  */
@@ -245,7 +245,7 @@ export async function runMixBench(o: MixBenchOptions, print: (text: string) => v
   const [idle, mixed, drain] = r.rows;
   print(
     `\nHIGH p99: idle ${fmt(idle!.latency.p99)} ms; while the flood arrives ${fmt(mixed!.latency.p99)} ms (${fmt(mixed!.latency.p99 / idle!.latency.p99, 2)} × idle); ` +
-      `while the backlog drains ${fmt(drain!.latency.p99)} ms (${fmt(drain!.latency.p99 / idle!.latency.p99, 2)} × idle). SPEC R-D9: ≤ 80 ms while a LOW backlog drains\n`,
+      `while the backlog drains ${fmt(drain!.latency.p99)} ms (${fmt(drain!.latency.p99 / idle!.latency.p99, 2)} × idle). R-D9: ≤ 80 ms while a LOW backlog drains\n`,
   );
   print(`peak waiting backlog in the dispatcher: ${r.peakWaiting ?? 'unknown (no flow endpoint)'}\n${r.quota}\n`);
   return r;

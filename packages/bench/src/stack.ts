@@ -5,8 +5,8 @@ import { ackFrame, peekDeliver } from './fast-decode.js';
 /**
  * What every benchmark loop does against the running stack as an outside client: register
  * agents (admin token), raise a producer's quota so the benchmark measures the pipeline and
- * not the per-producer limit (SPEC R-D7), heartbeat, connect simulated agents speaking
- * DESIGN §4, and clean up.
+ * not the per-producer limit (R-D7), heartbeat, connect simulated agents speaking
+ * docs/design.md §4, and clean up.
  */
 export interface StackEndpoints {
   registryUrl: string;
@@ -148,7 +148,7 @@ function ackSender(ws: WebSocket): (frame: string) => void {
 }
 
 /**
- * A simulated agent speaking DESIGN §4: hello, pong to every ping, and `onDeliver` for every
+ * A simulated agent speaking docs/design.md §4: hello, pong to every ping, and `onDeliver` for every
  * delivery (read with peekDeliver, JSON.parse only when the frame is laid out differently);
  * `answer` acks it (now, or when the caller's simulated work is done).
  */

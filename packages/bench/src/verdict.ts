@@ -5,7 +5,7 @@ import type { StepResult } from './results.js';
  * highest sustainable rate, where the knee ratio is measured, is the lag flat.
  */
 
-/** SPEC's latency target: DELIVERED p99 under 100 ms. */
+/** The latency target of R-P1: DELIVERED p99 under 100 ms. */
 export const P99_LIMIT_MS = 100;
 /** Lag may grow by at most this many seconds of traffic over a step and still count as flat. */
 export const FLAT_LAG_S = 1;

@@ -1,7 +1,7 @@
 /**
  * What a chaos run does. Two presets: `short` (npm test and CI: every fault once at a modest
  * rate, ≤ 3 minutes) and `long` (500 msg/s offered over HTTP, several cycles of every fault;
- * its table goes in the README). Both submit over HTTP, whose careful client (at most 256 in
+ * its table goes in docs/faults.md). Both submit over HTTP, whose careful client (at most 256 in
  * flight) slows down with the stack; `--via kafka` offers the full rate however the stack copes.
  */
 export const FAULTS = [

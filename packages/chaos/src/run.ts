@@ -75,7 +75,7 @@ export async function runChaos(o: ChaosOptions, progress: (line: string) => void
           {
             ...endpoints,
             brokers: (process.env.REACH_KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
-            schemaRegistryUrl: process.env.REACH_SCHEMA_REGISTRY_URL ?? 'http://127.0.0.1:8081',
+            schemaRegistryUrl: stack.schemaRegistryUrl,
           },
           capability,
           run,

@@ -57,7 +57,7 @@ const scripts = {
 
 /**
  * The shared breakers of every target agent, in Redis, so every dispatcher and router instance
- * agrees on each circuit (SPEC R-D8, R-D13). Why not opossum's own state: an opossum breaker
+ * agrees on each circuit (R-D8, R-D13). Why not opossum's own state: an opossum breaker
  * keeps its rolling window and state in one process, so with N dispatchers an agent failing on
  * every instance would need N× the failures to open, and routers (which decide where work goes)
  * would never see it. opossum's semantics are kept — rolling window, volume threshold, OPEN →

@@ -20,7 +20,7 @@ const CLAIM_TIMEOUT_MS = 100;
 
 /**
  * Rejects when `op` has not settled within `ms`: a Redis that accepts connections but never
- * answers must not hold up routing (SPEC R-D12).
+ * answers must not hold up routing (R-D12).
  */
 function within<T>(op: Promise<T>, ms: number, what: string): Promise<T> {
   return new Promise<T>((resolve, reject) => {
@@ -42,10 +42,10 @@ function within<T>(op: Promise<T>, ms: number, what: string): Promise<T> {
 export type CircuitVerdict = 'closed' | 'open' | 'half_open';
 
 /**
- * The router's local copy of every non-CLOSED circuit (SPEC R-B2 "circuit not open"): routing
+ * The router's local copy of every non-CLOSED circuit (R-B2 "circuit not open"): routing
  * asks it synchronously, with no Redis call per message. It is refreshed from Redis every
  * `refreshMs` by one script that lists the open set (normally a handful of agents). While
- * Redis is unreachable the last map is kept (SPEC R-D12: routing continues from local state);
+ * Redis is unreachable the last map is kept (R-D12: routing continues from local state);
  * an OPEN circuit whose open period ends turns half-open locally, and its probe then needs a
  * Redis claim, so a broken agent is not flooded while nobody can coordinate.
  */

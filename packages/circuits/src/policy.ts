@@ -1,5 +1,5 @@
 /**
- * The circuit breaker of one target agent as a pure state machine (SPEC R-D8, R-D13), with an
+ * The circuit breaker of one target agent as a pure state machine (R-D8, R-D13), with an
  * injected clock. The shared, authoritative copy runs as a Lua script in Redis (`lua.ts`)
  * that implements exactly these rules; this module is the readable reference, the unit-tested
  * one, and the one the conformance test replays against the script.

@@ -5,7 +5,7 @@ import { serviceScheme } from './transport.js';
 
 /**
  * The admin HTTP APIs the operator commands call (dead letters, quotas, rules): one way to
- * find the service, send the admin token, and turn an error body (DESIGN §3) into an exit.
+ * find the service, send the admin token, and turn an error body (docs/design.md §3) into an exit.
  */
 export type AdminService = 'ingress' | 'registry' | 'deadLetter' | 'router';
 

@@ -48,7 +48,7 @@ function isCoded(err: unknown): err is CodedError {
 }
 
 /**
- * Prints a failed API call — the error code and name on stderr, the DESIGN §3 error body on
+ * Prints a failed API call — the error code and name on stderr, the docs/design.md §3 error body on
  * stdout with --json — and returns the exit status (1). Anything else is a bug and is rethrown.
  */
 export function reportFailure(err: unknown, json: boolean): number {

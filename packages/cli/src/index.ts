@@ -21,3 +21,5 @@ export { classArchiveArgs, classArchivePath, ensureClassArchive, type TrainingRu
 export { serviceInstances, SERVICES, INSTANCE_PORT_STEP, MAX_INSTANCES, type UpOptions } from './local/stack.js';
 export { parseUpArgs } from './commands/up.js';
 export { defaultHome, paths } from './paths.js';
+export { dirBytes, kafkaStorage, type KafkaStorage } from './local/kafka-storage.js';
+export { bytes } from './commands/storage.js';

@@ -1,8 +1,8 @@
 /**
  * Typed configuration from `REACH_*` environment variables.
  *
- * Every option of every service is declared once in OPTIONS with its default (from SPEC), the
- * recommended production value and its effect; the README's config reference is generated from
+ * Every option of every service is declared once in OPTIONS with its default (docs/requirements.md),
+ * the recommended production value and its effect; docs/configuration.md is generated from
  * this list. A service asks for the keys it uses; loading validates them, rejects unknown
  * `REACH_*` names (with a suggestion) and names the failing variable in its message.
  * Loaders take an env map: nothing reads `process.env` deep inside.
@@ -11,7 +11,7 @@
 import { parseBudgetPolicyJson, parseRetryPolicyJson } from './policies.js';
 import { parseTokenKeys } from './token.js';
 
-type Kind = 'string' | 'int' | 'number' | 'bool' | 'list' | 'url' | 'enum' | 'secret';
+type Kind = 'string' | 'int' | 'number' | 'bool' | 'list' | 'url' | 'enum' | 'secret' | 'duration';
 
 interface OptionBase<T> {
   readonly env: string;
@@ -48,6 +48,39 @@ function int(env: string, def: number, description: string, opts: { min?: number
       const n = Number(raw);
       if (n < min || n > max) fail(env, raw, `an integer in [${min}, ${max}]`);
       return n;
+    },
+  };
+}
+
+const DURATION_UNITS_S: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
+
+/** Seconds as the shortest exact `<n><unit>` (604800 → "7d", 90 → "90s"), for defaults in the docs. */
+export function formatDuration(seconds: number): string {
+  for (const unit of ['d', 'h', 'm'] as const) {
+    const per = DURATION_UNITS_S[unit]!;
+    if (seconds >= per && seconds % per === 0) return `${seconds / per}${unit}`;
+  }
+  return `${seconds}s`;
+}
+
+/**
+ * A duration in whole seconds, written `30s`, `10m`, `12h`, `7d` or as bare seconds. Retention
+ * periods are days in production and seconds in tests, so one option takes both.
+ */
+function duration(env: string, defS: number, description: string, opts: { minS?: number; maxS?: number; recommended?: string } = {}): Option<number> {
+  const { minS = 1, maxS = 10 * 366 * 86400 } = opts;
+  return {
+    env,
+    kind: 'duration',
+    default: defS,
+    description,
+    recommended: opts.recommended,
+    parse: (raw) => {
+      const m = /^(\d+)\s*([smhd]?)$/.exec(raw.trim());
+      if (!m) fail(env, raw, 'a duration such as 30s, 10m, 12h, 7d (or seconds)');
+      const s = Number(m[1]) * DURATION_UNITS_S[m[2] || 's']!;
+      if (s < minS || s > maxS) fail(env, raw, `a duration in [${formatDuration(minS)}, ${formatDuration(maxS)}]`);
+      return s;
     },
   };
 }
@@ -292,7 +325,7 @@ export const OPTIONS = {
   }),
   topicReplicationFactor: int('REACH_TOPIC_REPLICATION_FACTOR', 1, 'Replication factor of every Agent-Reach topic.', { min: 1, max: 7, recommended: '3' }),
   // ── limits ───────────────────────────────────────────────────────────────────────────────
-  maxPayloadBytes: int('REACH_MAX_PAYLOAD_BYTES', 262144, 'Largest accepted payload (SPEC R-D10); larger is rejected with 4102.', {
+  maxPayloadBytes: int('REACH_MAX_PAYLOAD_BYTES', 262144, 'Largest accepted payload (R-D10); larger is rejected with 4102.', {
     min: 1024,
     max: 900 * 1024,
   }),
@@ -328,33 +361,29 @@ export const OPTIONS = {
   tokenTtlS: int(
     'REACH_TOKEN_TTL_S',
     3600,
-    'Lifetime of an agent token (SPEC R-C2); the SDK renews it at 80 % by re-registering, on its open connection. Seconds-long values are for tests.',
+    'Lifetime of an agent token (R-C2); the SDK renews it at 80 % by re-registering, on its open connection. Seconds-long values are for tests.',
     { min: 5, max: 7 * 86400 },
   ),
   enrollmentToken: secret('REACH_ENROLLMENT_TOKEN', 'When set, POST /v1/agents needs it (or the admin token) as its bearer token.', 'set in production'),
   // ── registry ─────────────────────────────────────────────────────────────────────────────
-  agentTtlS: int('REACH_AGENT_TTL_S', 60, 'Default lease TTL of an agent that does not give ttl_s (SPEC R-A4); heartbeats are due every TTL/2.', {
+  agentTtlS: int('REACH_AGENT_TTL_S', 60, 'Default lease TTL of an agent that does not give ttl_s (R-A4); heartbeats are due every TTL/2.', {
     min: 2,
     max: 3600,
   }),
-  missedHeartbeats: int('REACH_MISSED_HEARTBEATS', 2, 'Consecutive missed heartbeats before an agent is OFFLINE (SPEC R-A4).', { min: 1, max: 10 }),
-  cooldownQos: num('REACH_COOLDOWN_QOS', 0.3, 'QoS score below which an agent enters COOLDOWN: no new work (SPEC R-A5).', { min: 0, max: 1 }),
-  maxCapabilities: int('REACH_MAX_CAPABILITIES', 10, 'More capabilities than this in one descriptor are refused with 4104 (SPEC R-A2).', { min: 1, max: 1000 }),
-  capabilityDictionary: str(
-    'REACH_CAPABILITY_DICTIONARY',
-    '',
-    'Optional comma-separated allow-list of capability names; unknown names are refused (SPEC R-A2).',
-  ),
+  missedHeartbeats: int('REACH_MISSED_HEARTBEATS', 2, 'Consecutive missed heartbeats before an agent is OFFLINE (R-A4).', { min: 1, max: 10 }),
+  cooldownQos: num('REACH_COOLDOWN_QOS', 0.3, 'QoS score below which an agent enters COOLDOWN: no new work (R-A5).', { min: 0, max: 1 }),
+  maxCapabilities: int('REACH_MAX_CAPABILITIES', 10, 'More capabilities than this in one descriptor are refused with 4104 (R-A2).', { min: 1, max: 1000 }),
+  capabilityDictionary: str('REACH_CAPABILITY_DICTIONARY', '', 'Optional comma-separated allow-list of capability names; unknown names are refused (R-A2).'),
   // ── routing ──────────────────────────────────────────────────────────────────────────────
-  region: str('REACH_REGION', '', 'Region of this router instance, for the locality term of scoring (SPEC R-B3).'),
-  weightPriority: num('REACH_ROUTE_WEIGHT_PRIORITY', 0.4, 'Scoring weight of the agent priority/weight term (SPEC R-B3).', { min: 0, max: 1 }),
-  weightHealth: num('REACH_ROUTE_WEIGHT_HEALTH', 0.3, 'Scoring weight of recent success rate (SPEC R-B3).', { min: 0, max: 1 }),
-  weightLoad: num('REACH_ROUTE_WEIGHT_LOAD', 0.2, 'Scoring weight of free capacity, 1 − load/max_concurrency (SPEC R-B3).', { min: 0, max: 1 }),
-  weightLocality: num('REACH_ROUTE_WEIGHT_LOCALITY', 0.1, 'Scoring weight of being in the same region (SPEC R-B3).', { min: 0, max: 1 }),
-  routeJitter: num('REACH_ROUTE_JITTER', 0.05, 'Largest random jitter added to a score (SPEC R-B3).', { min: 0, max: 1 }),
-  hotspotCandidates: int('REACH_ROUTE_HOTSPOT_CANDIDATES', 20, 'Above this many candidates, pick at random among the best few (SPEC R-B4).', { min: 1 }),
-  hotspotTopK: int('REACH_ROUTE_TOP_K', 5, 'How many of the best candidates the anti-hotspot rule picks from (SPEC R-B4).', { min: 1 }),
-  saturation: num('REACH_SATURATION', 0.8, 'Load rate above which an agent counts as saturated; all candidates saturated → wait or 2002 (SPEC R-B7).', {
+  region: str('REACH_REGION', '', 'Region of this router instance, for the locality term of scoring (R-B3).'),
+  weightPriority: num('REACH_ROUTE_WEIGHT_PRIORITY', 0.4, 'Scoring weight of the agent priority/weight term (R-B3).', { min: 0, max: 1 }),
+  weightHealth: num('REACH_ROUTE_WEIGHT_HEALTH', 0.3, 'Scoring weight of recent success rate (R-B3).', { min: 0, max: 1 }),
+  weightLoad: num('REACH_ROUTE_WEIGHT_LOAD', 0.2, 'Scoring weight of free capacity, 1 − load/max_concurrency (R-B3).', { min: 0, max: 1 }),
+  weightLocality: num('REACH_ROUTE_WEIGHT_LOCALITY', 0.1, 'Scoring weight of being in the same region (R-B3).', { min: 0, max: 1 }),
+  routeJitter: num('REACH_ROUTE_JITTER', 0.05, 'Largest random jitter added to a score (R-B3).', { min: 0, max: 1 }),
+  hotspotCandidates: int('REACH_ROUTE_HOTSPOT_CANDIDATES', 20, 'Above this many candidates, pick at random among the best few (R-B4).', { min: 1 }),
+  hotspotTopK: int('REACH_ROUTE_TOP_K', 5, 'How many of the best candidates the anti-hotspot rule picks from (R-B4).', { min: 1 }),
+  saturation: num('REACH_SATURATION', 0.8, 'Load rate above which an agent counts as saturated; all candidates saturated → wait or 2002 (R-B7).', {
     min: 0.05,
     max: 1,
   }),
@@ -362,18 +391,18 @@ export const OPTIONS = {
   rulesFile: str(
     'REACH_RULES_FILE',
     '',
-    'ReachRule file (YAML, SPEC R-B11; see docs/rules.md) the router compiles at start and reloads within 1 s of a change; empty = no rules. `reach up` uses .reach/rules.yaml.',
+    'ReachRule file (YAML, R-B11; see docs/rules.md) the router compiles at start and reloads within 1 s of a change; empty = no rules. `reach up` uses .reach/rules.yaml.',
     'a mounted ConfigMap, e.g. /etc/reach/rules.yaml',
   ),
-  stickyTtlS: int('REACH_STICKY_TTL_S', 1800, 'How long a session stays bound to its agent without traffic (SPEC R-B6).', { min: 1 }),
-  // ── circuit breakers and auto-eject (SPEC R-D8, R-D13; @reach/circuits) ─────────────────
-  circuitErrorRate: num('REACH_CIRCUIT_ERROR_RATE', 0.5, "A target agent's circuit opens when its failure rate over the window is above this (SPEC R-D8).", {
+  stickyTtlS: int('REACH_STICKY_TTL_S', 1800, 'How long a session stays bound to its agent without traffic (R-B6).', { min: 1 }),
+  // ── circuit breakers and auto-eject (R-D8, R-D13; @reach/circuits) ─────────────────
+  circuitErrorRate: num('REACH_CIRCUIT_ERROR_RATE', 0.5, "A target agent's circuit opens when its failure rate over the window is above this (R-D8).", {
     min: 0,
     max: 1,
   }),
-  circuitWindowMs: int('REACH_CIRCUIT_WINDOW_MS', 60000, 'Rolling window of the circuit failure rate (SPEC R-D8).', { min: 60 }),
+  circuitWindowMs: int('REACH_CIRCUIT_WINDOW_MS', 60000, 'Rolling window of the circuit failure rate (R-D8).', { min: 60 }),
   circuitMinVolume: int('REACH_CIRCUIT_MIN_VOLUME', 10, 'Fewer outcomes than this in the window never open a circuit.', { min: 1 }),
-  circuitOpenMs: int('REACH_CIRCUIT_OPEN_MS', 120000, 'How long an opened circuit stays OPEN before one half-open probe is let through (SPEC R-D8).', {
+  circuitOpenMs: int('REACH_CIRCUIT_OPEN_MS', 120000, 'How long an opened circuit stays OPEN before one half-open probe is let through (R-D8).', {
     min: 100,
   }),
   circuitProbeTimeoutMs: int('REACH_CIRCUIT_PROBE_TIMEOUT_MS', 30000, 'A half-open probe without an outcome after this long may be sent again by any router.', {
@@ -383,29 +412,21 @@ export const OPTIONS = {
     min: 50,
     max: 1000,
   }),
-  ejectSuccessRate: num(
-    'REACH_EJECT_SUCCESS_RATE',
-    0.5,
-    'An agent whose success rate over the eject window is below this is ejected from candidacy (SPEC R-D13).',
-    {
-      min: 0,
-      max: 1,
-    },
-  ),
-  ejectWindowMs: int('REACH_EJECT_WINDOW_MS', 300000, 'The "recent" window of auto-eject (SPEC R-D13: 5 min).', { min: 300 }),
+  ejectSuccessRate: num('REACH_EJECT_SUCCESS_RATE', 0.5, 'An agent whose success rate over the eject window is below this is ejected from candidacy (R-D13).', {
+    min: 0,
+    max: 1,
+  }),
+  ejectWindowMs: int('REACH_EJECT_WINDOW_MS', 300000, 'The "recent" window of auto-eject (R-D13: 5 min).', { min: 300 }),
   ejectMinVolume: int('REACH_EJECT_MIN_VOLUME', 20, 'Fewer outcomes than this in the eject window never eject an agent.', { min: 1 }),
   ejectProbes: int('REACH_EJECT_PROBES', 3, 'Successful half-open probes in a row that re-admit an ejected agent.', { min: 1, max: 100 }),
   // ── delivery ─────────────────────────────────────────────────────────────────────────────
-  ackTimeoutMs: int(
-    'REACH_ACK_TIMEOUT_MS',
-    10000,
-    'How long a delivery waits for its ack before the attempt fails (the dispatch part of the budget, SPEC R-D2).',
-    { min: 100 },
-  ),
-  // ── retries and time budgets (SPEC R-D2, R-D3) ──────────────────────────────────────────
-  retryBaseMs: int('REACH_RETRY_BASE_MS', 200, 'Backoff base: retry n waits min(base·2^n, max)·(0.8…1.2) (SPEC R-D3).', { min: 1, max: 3_600_000 }),
-  retryMaxMs: int('REACH_RETRY_MAX_MS', 4000, 'Largest backoff before jitter (SPEC R-D3).', { min: 1, max: 3_600_000 }),
-  maxRetries: int('REACH_MAX_RETRIES', 3, 'Retries after the first attempt: a message is attempted at most 1 + this many times (SPEC R-D3).', {
+  ackTimeoutMs: int('REACH_ACK_TIMEOUT_MS', 10000, 'How long a delivery waits for its ack before the attempt fails (the dispatch part of the budget, R-D2).', {
+    min: 100,
+  }),
+  // ── retries and time budgets (R-D2, R-D3) ──────────────────────────────────────────
+  retryBaseMs: int('REACH_RETRY_BASE_MS', 200, 'Backoff base: retry n waits min(base·2^n, max)·(0.8…1.2) (R-D3).', { min: 1, max: 3_600_000 }),
+  retryMaxMs: int('REACH_RETRY_MAX_MS', 4000, 'Largest backoff before jitter (R-D3).', { min: 1, max: 3_600_000 }),
+  maxRetries: int('REACH_MAX_RETRIES', 3, 'Retries after the first attempt: a message is attempted at most 1 + this many times (R-D3).', {
     min: 0,
     max: 100,
   }),
@@ -415,17 +436,17 @@ export const OPTIONS = {
     'Per message_type retry overrides, JSON: {"task_request":{"max_retries":5,"base_ms":500,"max_ms":8000}}.',
     parseRetryPolicyJson,
   ),
-  budgetMs: int('REACH_BUDGET_MS', 45000, 'End-to-end time budget of a message: ingest + route + dispatch + retries (SPEC R-D2); past it → DEAD 3005.', {
+  budgetMs: int('REACH_BUDGET_MS', 45000, 'End-to-end time budget of a message: ingest + route + dispatch + retries (R-D2); past it → DEAD 3005.', {
     min: 100,
   }),
-  budgetIngestMs: int('REACH_BUDGET_INGEST_MS', 1000, 'The ingest part of the budget (SPEC R-D2).', { min: 0 }),
-  budgetRouteMs: int('REACH_BUDGET_ROUTE_MS', 2000, 'The routing part of the budget (SPEC R-D2).', { min: 0 }),
-  budgetDispatchMs: int('REACH_BUDGET_DISPATCH_MS', 10000, 'The dispatch part of the budget (SPEC R-D2).', { min: 0 }),
-  budgetRetriesMs: int('REACH_BUDGET_RETRIES_MS', 32000, 'The retries part of the budget (SPEC R-D2).', { min: 0 }),
+  budgetIngestMs: int('REACH_BUDGET_INGEST_MS', 1000, 'The ingest part of the budget (R-D2).', { min: 0 }),
+  budgetRouteMs: int('REACH_BUDGET_ROUTE_MS', 2000, 'The routing part of the budget (R-D2).', { min: 0 }),
+  budgetDispatchMs: int('REACH_BUDGET_DISPATCH_MS', 10000, 'The dispatch part of the budget (R-D2).', { min: 0 }),
+  budgetRetriesMs: int('REACH_BUDGET_RETRIES_MS', 32000, 'The retries part of the budget (R-D2).', { min: 0 }),
   budgetPolicy: json(
     'REACH_BUDGET_POLICY',
     '{"task_request":30000,"health_check":5000}',
-    'Per message_type end-to-end budgets in ms, JSON; other types use REACH_BUDGET_MS (SPEC R-D2).',
+    'Per message_type end-to-end budgets in ms, JSON; other types use REACH_BUDGET_MS (R-D2).',
     parseBudgetPolicyJson,
   ),
   deadlineSweepMs: int('REACH_DEADLINE_SWEEP_MS', 100, 'How often each dispatcher looks for deliveries past their ack deadline (3002).', {
@@ -439,48 +460,68 @@ export const OPTIONS = {
   stuckGraceMs: int('REACH_STUCK_GRACE_MS', 2000, 'How long past its budget a non-terminal message may stay before the stuck sweep ends it.', {
     min: 0,
   }),
-  replayTtlS: int('REACH_REPLAY_TTL_S', 1800, 'How long un-acked deliveries stay replayable for a reconnecting agent (SPEC R-C6, ≥ 15 min).', { min: 900 }),
-  wsPingIntervalMs: int('REACH_WS_PING_INTERVAL_MS', 15000, 'Application ping interval on agent WebSockets (SPEC R-C3).', { min: 100 }),
-  wsIdleTimeoutMs: int('REACH_WS_IDLE_TIMEOUT_MS', 30000, 'A WebSocket silent this long is closed with 4008 (SPEC R-C3).', { min: 200 }),
+  replayTtlS: int('REACH_REPLAY_TTL_S', 1800, 'How long un-acked deliveries stay replayable for a reconnecting agent (R-C6, ≥ 15 min).', { min: 900 }),
+  wsPingIntervalMs: int('REACH_WS_PING_INTERVAL_MS', 15000, 'Application ping interval on agent WebSockets (R-C3).', { min: 100 }),
+  wsIdleTimeoutMs: int('REACH_WS_IDLE_TIMEOUT_MS', 30000, 'A WebSocket silent this long is closed with 4008 (R-C3).', { min: 200 }),
   wsReconnectGraceMs: int(
     'REACH_WS_RECONNECT_GRACE_MS',
     2000,
-    'How long an agent whose socket died may take to reconnect and get its un-acked deliveries replayed; after that they fail over to another candidate at once (1002) instead of waiting for their ack deadline (SPEC: traffic flows on the other agents within 3 s).',
+    'How long an agent whose socket died may take to reconnect and get its un-acked deliveries replayed; after that they fail over to another candidate at once (1002) instead of waiting for their ack deadline (R-C12: traffic flows on the other agents within 3 s).',
     { min: 0 },
   ),
-  wsAuthTimeoutMs: int('REACH_WS_AUTH_TIMEOUT_MS', 10000, 'A socket that has not sent hello within this time is closed (SPEC R-C5).', { min: 100 }),
-  wsMaxFrameBytes: int('REACH_WS_MAX_FRAME_BYTES', 524288, 'Largest inbound WebSocket frame; larger closes with 4013 (SPEC R-C5).', { min: 1024 }),
+  wsAuthTimeoutMs: int('REACH_WS_AUTH_TIMEOUT_MS', 10000, 'A socket that has not sent hello within this time is closed (R-C5).', { min: 100 }),
+  wsMaxFrameBytes: int('REACH_WS_MAX_FRAME_BYTES', 524288, 'Largest inbound WebSocket frame; larger closes with 4013 (R-C5).', { min: 1024 }),
   wsMaxBufferedBytes: int(
     'REACH_WS_MAX_BUFFERED_BYTES',
     4194304,
-    'Outbound buffer limit per connection (SPEC R-C5): deliveries are sent only while less than half of it waits unread, so it holds at most half plus one frame; a control frame sent while more than the limit waits closes the connection as slow (1013).',
+    'Outbound buffer limit per connection (R-C5): deliveries are sent only while less than half of it waits unread, so it holds at most half plus one frame; a control frame sent while more than the limit waits closes the connection as slow (1013).',
     { min: 65536 },
   ),
   wsSlowAfterMs: int(
     'REACH_WS_SLOW_AFTER_MS',
     3000,
-    'An agent whose outbound buffer stays over half of REACH_WS_MAX_BUFFERED_BYTES without draining for this long, while deliveries wait for it, is closed as slow (1013); its un-acked deliveries are replayed on reconnect or fail over after the grace (SPEC R-C5).',
+    'An agent whose outbound buffer stays over half of REACH_WS_MAX_BUFFERED_BYTES without draining for this long, while deliveries wait for it, is closed as slow (1013); its un-acked deliveries are replayed on reconnect or fail over after the grace (R-C5).',
     { min: 100 },
   ),
-  httpPushTimeoutMs: int('REACH_HTTP_PUSH_TIMEOUT_MS', 15000, 'Timeout of an HTTP push to an agent endpoint (SPEC R-C8).', { min: 100 }),
-  httpPushIdleMs: int('REACH_HTTP_PUSH_IDLE_MS', 60000, 'Idle time of pooled keep-alive connections to agent endpoints (SPEC R-C8).', { min: 1000 }),
+  httpPushTimeoutMs: int('REACH_HTTP_PUSH_TIMEOUT_MS', 15000, 'Timeout of an HTTP push to an agent endpoint (R-C8).', { min: 100 }),
+  httpPushIdleMs: int('REACH_HTTP_PUSH_IDLE_MS', 60000, 'Idle time of pooled keep-alive connections to agent endpoints (R-C8).', { min: 1000 }),
   priorityWeights: weights(
     'REACH_PRIORITY_WEIGHTS',
     [60, 30, 10],
-    'Weights of the HIGH,NORMAL,LOW lanes in which deliveries waiting for a free slot of an agent (max_concurrency) are served (SPEC R-D9): smooth weighted round robin over the non-empty lanes, so LOW is never starved.',
+    'Weights of the HIGH,NORMAL,LOW lanes in which deliveries waiting for a free slot of an agent (max_concurrency) are served (R-D9): smooth weighted round robin over the non-empty lanes, so LOW is never starved.',
   ),
   // ── ingress ──────────────────────────────────────────────────────────────────────────────
   idempotencyTtlS: int(
     'REACH_IDEMPOTENCY_TTL_S',
     86400,
-    'How long an idempotency key is remembered in Redis (SPEC R-D5, 300 s … 24 h); PostgreSQL keeps it as the fallback.',
+    'How long an idempotency key is remembered in Redis (R-D5, 300 s … 24 h); PostgreSQL keeps it as the fallback.',
     { min: 300, max: 30 * 86400 },
   ),
-  maxWaitMs: int('REACH_MAX_WAIT_MS', 60000, 'Largest ?wait_ms a sender may ask for on POST /v1/messages.', { min: 0 }),
+  maxWaitMs: int('REACH_MAX_WAIT_MS', 60000, 'Largest ?wait_ms a sender may ask for on POST /v1/messages (and longest a blocking A2A SendMessage waits).', {
+    min: 0,
+  }),
+  a2aPublicUrl: str(
+    'REACH_A2A_PUBLIC_URL',
+    '',
+    "Base URL the A2A Agent Cards advertise (docs/a2a.md); empty: the request's own scheme and Host.",
+    'the public https address of ingress behind a load balancer',
+  ),
+  a2aProbeMs: int(
+    'REACH_A2A_PROBE_MS',
+    10000,
+    'How often the registry probes each A2A agent (its Agent Card and a GetTask); a probe that succeeds renews its lease, so one that stops answering goes OFFLINE at its lease deadline (docs/a2a.md).',
+    { min: 500 },
+  ),
+  a2aStreamMaxMs: int(
+    'REACH_A2A_STREAM_MAX_MS',
+    600000,
+    'Longest one A2A SSE response lasts; the client then resumes with Last-Event-ID or SubscribeToTask, losing nothing (docs/a2a.md).',
+    { min: 1000 },
+  ),
   quotaDefaultRate: num(
     'REACH_QUOTA_DEFAULT_RATE',
     100,
-    'Messages per second a producer may submit without an override (SPEC R-D7); PUT /v1/quotas/{agent_id} or `reach quota set` overrides it per agent.',
+    'Messages per second a producer may submit without an override (R-D7); PUT /v1/quotas/{agent_id} or `reach quota set` overrides it per agent.',
     { min: 0.001, max: 1_000_000 },
   ),
   quotaDefaultBurst: int(
@@ -522,11 +563,33 @@ export const OPTIONS = {
   ),
   // ── tracker ──────────────────────────────────────────────────────────────────────────────
   trackerBatchSize: int('REACH_TRACKER_BATCH_SIZE', 1000, 'Status events written to PostgreSQL per batch.', { min: 1, max: 20000 }),
+  // ── retention (issue 26: bounded storage; docs/storage.md) ──────────────────────────────
+  retentionMessages: duration(
+    'REACH_RETENTION_MESSAGES',
+    7 * 86400,
+    'How long the read model (PostgreSQL `messages` and `message_events`) keeps a message and its timeline, counted from its created_at. The tracker drops whole partitions once all their rows are older (never row by row), so a message stays up to one REACH_PARTITION_INTERVAL longer.',
+  ),
+  partitionInterval: duration(
+    'REACH_PARTITION_INTERVAL',
+    86400,
+    'Time span of one partition of `messages` and `message_events` (aligned to the UTC epoch: 1d = UTC days). The tracker creates the current one and three ahead. Seconds-long values are for tests; change it only on an empty read model or expect a gap in the DEFAULT partition until the old partitions age out.',
+    { minS: 5, maxS: 31 * 86400 },
+  ),
+  retentionDeadLetters: duration(
+    'REACH_RETENTION_DEAD_LETTERS',
+    30 * 86400,
+    'How long the dead-letter service keeps a dead letter (any status), counted from when it was stored; older ones are deleted in small batches.',
+  ),
+  retentionAudit: duration(
+    'REACH_RETENTION_AUDIT',
+    400 * 86400,
+    'How long the registry keeps the audit trail of admin actions (`audit_log`); older rows are deleted in small batches.',
+  ),
   // ── dead-letter ──────────────────────────────────────────────────────────────────────────
   dlqStaleAfterS: int(
     'REACH_DLQ_STALE_AFTER_S',
     86400,
-    'A dead letter PARKED longer than this with no consumer becomes DEAD and raises an alert (SPEC R-D11, 24 h).',
+    'A dead letter PARKED longer than this with no consumer becomes DEAD and raises an alert (R-D11, 24 h).',
     { min: 1 },
   ),
   // ── console ──────────────────────────────────────────────────────────────────────────────
@@ -619,11 +682,18 @@ export function loadConfig<K extends OptionKey>(keys: readonly K[], env: Readonl
   return out as ConfigOf<K>;
 }
 
-/** Rows for the README's generated config reference. */
+/** Rows for the generated config reference, docs/configuration.md. */
 export function describeOptions(): Array<{ env: string; default: string; recommended: string; description: string }> {
   return Object.values(OPTIONS).map((o: Option<unknown>) => ({
     env: o.env,
-    default: o.default === undefined ? '(unset)' : Array.isArray(o.default) ? o.default.join(',') : String(o.default),
+    default:
+      o.default === undefined
+        ? '(unset)'
+        : Array.isArray(o.default)
+          ? o.default.join(',')
+          : o.kind === 'duration'
+            ? formatDuration(o.default as number)
+            : String(o.default),
     recommended: o.recommended ?? '',
     description: o.description,
   }));

@@ -1,5 +1,5 @@
 /**
- * The one table of Agent-Reach error codes (DESIGN §6). Every failure the system reports —
+ * The one table of Agent-Reach error codes (docs/design.md §6). Every failure the system reports —
  * HTTP error bodies, WebSocket `error` frames, close reasons, DLQ entries, receipts — carries
  * one of these codes. The README's error table is generated from this list and a test fails
  * when it is stale.
@@ -47,6 +47,13 @@ const table = [
   { code: 3005, name: 'BUDGET_EXCEEDED', retryable: false, httpStatus: 504, description: "The message's end-to-end time budget ran out." },
   { code: 3006, name: 'EXPIRED', retryable: false, httpStatus: 410, description: 'The message passed its expire_at.' },
   {
+    code: 3007,
+    name: 'CANCELED',
+    retryable: false,
+    httpStatus: 409,
+    description: 'The sender canceled the message before it was delivered (A2A CancelTask); it ends DEAD with this code.',
+  },
+  {
     code: 4101,
     name: 'INVALID_ENVELOPE',
     retryable: false,
@@ -80,6 +87,13 @@ export const ERROR_CODES: readonly ErrorCodeInfo[] = table;
 
 const byName = new Map<string, ErrorCodeInfo>(table.map((e) => [e.name, e]));
 const byCode = new Map<number, ErrorCodeInfo>(table.map((e) => [e.code, e]));
+
+/**
+ * The agent code of a retryable reject that hands back work the agent never started (2002
+ * SATURATED: it is stopping, or full). The SDKs send it on a graceful stop; the dispatcher
+ * retries it elsewhere without counting it against the agent's circuit (docs/protocol.md).
+ */
+export const HAND_BACK_CODE = 2002;
 
 export function errorInfo(nameOrCode: ErrorName | ErrorCode | number): ErrorCodeInfo {
   const info = typeof nameOrCode === 'number' ? byCode.get(nameOrCode) : byName.get(nameOrCode);
@@ -118,7 +132,7 @@ export class ReachError extends Error {
     this.details = options.details;
   }
 
-  /** The public JSON error body of DESIGN §3. */
+  /** The public JSON error body of docs/design.md §3. */
   toBody(): { error: { code: number; name: string; message: string; details?: Record<string, unknown> } } {
     const body: { code: number; name: string; message: string; details?: Record<string, unknown> } = {
       code: this.code,

@@ -49,7 +49,7 @@ function ulid(now: number): string {
   return out;
 }
 
-/** `msg_` + ULID: sortable by creation time, unique without coordination (SPEC R-E1). */
+/** `msg_` + ULID: sortable by creation time, unique without coordination (R-E1). */
 export function newMessageId(now: number = Date.now()): string {
   return `msg_${ulid(now)}`;
 }

@@ -8,3 +8,4 @@ export * from './random.js';
 export * from './time-param.js';
 export * from './redact.js';
 export * from './reconnect.js';
+export * from './budget-from.js';

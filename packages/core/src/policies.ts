@@ -1,5 +1,5 @@
 /**
- * Per-message_type overrides of the retry and budget options (SPEC R-D2, R-D3), given as JSON
+ * Per-message_type overrides of the retry and budget options (R-D2, R-D3), given as JSON
  * in REACH_RETRY_POLICY and REACH_BUDGET_POLICY. Parsed here, at config load, so a bad value
  * stops the service at start (exit 78) with a message naming the variable and the field.
  */

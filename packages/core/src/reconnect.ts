@@ -1,5 +1,5 @@
 /**
- * The agents' reconnect backoff of the WebSocket protocol (SPEC R-G1): 1 s doubling to 32 s,
+ * The agents' reconnect backoff of the WebSocket protocol (R-G1): 1 s doubling to 32 s,
  * plus up to 20 % jitter so a fleet that lost the same dispatcher does not come back in
  * lockstep. The SDKs back off this way; the dispatcher relies on it to know how long a
  * restarted instance's agents may take to be back.

@@ -1,7 +1,7 @@
 import { ReachError } from './errors.js';
 
 /**
- * A time given in a request (DESIGN §3: RFC 3339, or epoch milliseconds) → epoch ms; empty →
+ * A time given in a request (docs/design.md §3: RFC 3339, or epoch milliseconds) → epoch ms; empty →
  * undefined; anything else is a 4101 naming `field`. Shared by every API that filters by time.
  */
 export function parseTimeParam(v: unknown, field: string): number | undefined {

@@ -3,7 +3,7 @@ import { ReachError } from './errors.js';
 
 /**
  * Agent tokens: issued by the registry, verified by ingress and the dispatcher without calling
- * it (SPEC R-C2). Format `rt1.<claims>.<signature>`: base64url JSON claims, HMAC-SHA256 over
+ * it (R-C2). Format `rt1.<claims>.<signature>`: base64url JSON claims, HMAC-SHA256 over
  * `rt1.<claims>` with a shared signing key. Expiry is in the claims; revocation (by jti) is
  * checked by the verifying service against its revocation view.
  *
@@ -174,7 +174,7 @@ export function sameSecret(given: string | undefined, expected: string | undefin
 
 /**
  * Envelope header ingress sets to the verified token's domain (`dom`), overwriting whatever the
- * sender put there, so the router can check security domains (SPEC R-A8) without trusting a
+ * sender put there, so the router can check security domains (R-A8) without trusting a
  * header the sender could forge.
  */
 export const PRODUCER_DOMAIN_HEADER = 'reach-producer-domain';

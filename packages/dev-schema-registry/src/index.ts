@@ -8,7 +8,7 @@ import { Registry } from './registry.js';
 import { RegistryState } from './state.js';
 
 /**
- * The development schema registry (DESIGN §7): a Confluent-compatible REST subset for AVRO,
+ * The development schema registry (docs/design.md §7): a Confluent-compatible REST subset for AVRO,
  * with its state in a compacted Kafka topic. Production uses a real registry.
  */
 export const DEFAULT_SCHEMAS_TOPIC = '_schemas';

@@ -231,6 +231,18 @@ function isNotFound(err: unknown): boolean {
 }
 
 /**
+ * The largest framed record decode() reads. A record holds at most one payload plus a few KiB
+ * of fields; anything far larger is a payload over the limit, refused before spending time
+ * decoding it. The payload may come as base64 text: a status event carries a handler's binary
+ * result as `payload_b64` in its detail, 4/3 of the bytes (256 KiB of bytes is 349,528
+ * characters). A bound of bytes + 64 KiB refused binary results over ~246,000 bytes, and the
+ * messages that carried them were never recorded DELIVERED.
+ */
+export function maxRecordBytes(maxPayloadBytes: number): number {
+  return Math.ceil(maxPayloadBytes / 3) * 4 + 64 * 1024;
+}
+
+/**
  * Encodes and decodes the records of every Agent-Reach topic with Confluent framing.
  *
  * Services never register schemas: `init` looks up the id of each schema this build was
@@ -324,9 +336,7 @@ export class SchemaCodec {
     if (buf[0] !== MAGIC_BYTE) {
       throw new ReachError('INVALID_ENVELOPE', `record starts with byte ${buf[0]}, not the Confluent magic byte 0`);
     }
-    // The frame holds the envelope plus at most a few KiB of fields; anything far larger is
-    // a payload over the limit, refused before spending time decoding it.
-    if (buf.length > this.options.maxPayloadBytes + 64 * 1024) {
+    if (buf.length > maxRecordBytes(this.options.maxPayloadBytes)) {
       throw new ReachError('PAYLOAD_TOO_LARGE', `record of ${buf.length} bytes exceeds the payload limit of ${this.options.maxPayloadBytes}`);
     }
     const id = buf.readUInt32BE(1);

@@ -5,3 +5,5 @@ export * from './validate.js';
 export * from './register.js';
 export * from './json.js';
 export * from './registry-client.js';
+export * from './text.js';
+export * from './receipt.js';

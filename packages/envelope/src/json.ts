@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { ReachError, newMessageId } from '@reach/core';
 import type { Envelope, Priority } from './generated/schemas.js';
+import { checkTextPayload, toStorableText } from './text.js';
 
 /**
- * The JSON form of an envelope, used by the HTTP API (DESIGN §3) and WebSocket frames (§4):
+ * The JSON form of an envelope, used by the HTTP API (docs/design.md §3) and WebSocket frames (§4):
  * snake_case Avro field names; timestamps as RFC 3339 strings in responses and RFC 3339 or
  * epoch milliseconds in requests; `payload` as JSON when content_type is JSON, else
  * `payload_b64`. The payload stays opaque: it is carried as bytes, never interpreted.
@@ -79,6 +80,9 @@ export function envelopeFromJson(input: unknown, ctx: FromJsonContext): Envelope
     payload = Buffer.from(body.payload === undefined ? 'null' : JSON.stringify(body.payload));
   } else {
     if (typeof body.payload !== 'string') throw bad('payload', `a ${contentType} payload must be a string or payload_b64`);
+    // Checked before it becomes UTF-8, which would turn a lone surrogate into U+FFFD unseen.
+    const refused = checkTextPayload(body.payload);
+    if (refused) throw refused;
     payload = Buffer.from(body.payload, 'utf8');
   }
   const tags = body.tags ?? [];
@@ -140,4 +144,37 @@ export function envelopeToJson(env: Envelope): EnvelopeJson {
     expire_at: expire_at === null ? null : new Date(expire_at).toISOString(),
     ...payloadToJson(env.content_type, payload),
   };
+}
+
+/**
+ * The JSON form of an envelope as PostgreSQL jsonb can hold it (the dead-letter store): jsonb
+ * cannot hold NUL (`\u0000`) or a lone surrogate, both of which a payload may carry (NUL is
+ * accepted at the door, and records older than the door's checks may hold anything). Such a
+ * payload is kept as `payload_b64`, byte for byte; string fields are made storable
+ * (toStorableText). An ordinary envelope is exactly envelopeToJson's.
+ */
+export function storableEnvelopeJson(env: Envelope): EnvelopeJson {
+  const json = envelopeToJson(env);
+  if (!UNSTORABLE_IN_JSONB.test(JSON.stringify(json))) return json;
+  const { payload: _payload, ...rest } = json;
+  const out: EnvelopeJson = {};
+  for (const [k, v] of Object.entries(rest)) out[k] = storableValue(v);
+  out.payload_b64 = env.payload.toString('base64');
+  return out;
+}
+
+// What jsonb refuses in JSON.stringify's text: the escape of NUL, and that of a lone surrogate
+// (paired ones are written as characters). An escaped backslash before "u0000" matches too,
+// harmlessly: that payload is stored as payload_b64, which loses nothing either.
+const UNSTORABLE_IN_JSONB = /\\u0000|\\u[dD][89a-fA-F]/;
+
+function storableValue(v: unknown): unknown {
+  if (typeof v === 'string') return toStorableText(v);
+  if (Array.isArray(v)) return v.map(storableValue);
+  if (v !== null && typeof v === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, item] of Object.entries(v)) out[toStorableText(k)] = storableValue(item);
+    return out;
+  }
+  return v;
 }

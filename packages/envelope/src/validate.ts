@@ -1,11 +1,16 @@
 import { ReachError, MESSAGE_ID_PATTERN } from '@reach/core';
 import type { Envelope } from './generated/schemas.js';
+import { isJsonContentType } from './json.js';
+import { checkEnvelopeText } from './text.js';
 
 export interface EnvelopeLimits {
   maxPayloadBytes: number;
   /** Largest future skew accepted on created_at (Kafka itself refuses records > 1 h ahead). */
   maxClockSkewMs?: number;
 }
+
+/** 10000-01-01T00:00:00Z: the first instant a four-digit-year timestamp cannot spell. */
+export const LATEST_EXPIRY = Date.UTC(10000, 0, 1);
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.:\-@/]{0,199}$/;
 
@@ -15,7 +20,7 @@ function bad(message: string, field: string): ReachError {
 
 /**
  * The structural rules every envelope must satisfy, on both ingress paths (Kafka and HTTP), so
- * they validate identically (SPEC R-C1). Returns the first violation, or undefined.
+ * they validate identically (R-C1). Returns the first violation, or undefined.
  */
 export function validateEnvelope(env: Envelope, limits: EnvelopeLimits, now: number = Date.now()): ReachError | undefined {
   if (!MESSAGE_ID_PATTERN.test(env.message_id)) return bad(`message_id ${JSON.stringify(env.message_id)} is not msg_ + ULID`, 'message_id');
@@ -41,9 +46,14 @@ export function validateEnvelope(env: Envelope, limits: EnvelopeLimits, now: num
   if (env.timeout_ms !== null && env.timeout_ms !== undefined && env.timeout_ms <= 0) return bad('timeout_ms must be positive', 'timeout_ms');
   const skew = limits.maxClockSkewMs ?? 5 * 60_000;
   if (env.created_at <= 0 || env.created_at > now + skew) return bad('created_at is not a plausible time (in the future or before 1970)', 'created_at');
-  if (env.expire_at !== null && env.expire_at !== undefined && env.expire_at <= env.created_at) return bad('expire_at must be after created_at', 'expire_at');
+  if (env.expire_at !== null && env.expire_at !== undefined) {
+    if (env.expire_at <= env.created_at) return bad('expire_at must be after created_at', 'expire_at');
+    // Every store and every SQL cast reads a four-digit year; a later expiry is "never" spelt badly.
+    if (env.expire_at >= LATEST_EXPIRY) return bad('expire_at must be before the year 10000 (leave it out for no expiry)', 'expire_at');
+  }
   if (env.tags.length > 64 || env.tags.some((t) => t.length === 0 || t.length > 128)) return bad('tags: at most 64, each 1–128 characters', 'tags');
   const headerCount = Object.keys(env.headers).length;
   if (headerCount > 64) return bad('headers: at most 64 entries', 'headers');
-  return undefined;
+  // Last: the cheap structural rules name the usual mistake first.
+  return checkEnvelopeText(env, isJsonContentType(env.content_type));
 }

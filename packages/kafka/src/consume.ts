@@ -17,12 +17,45 @@ import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter, ty
  * - Handlers never sleep or wait for an agent: delays live on retry topics.
  * - With a tracer on and a `spanName`, each record is handled inside a span, the child of the
  *   record's `traceparent` header; outputs that carry that same header are re-pointed to the
- *   span, so the next stage's span is its child (SPEC R-F1). Off, nothing changes.
+ *   span, so the next stage's span is its child (R-F1). Off, nothing changes.
  */
 export interface StageHandlerContext {
   readonly log: Logger;
   /** The record's span (attributes, failure); NOOP_SPAN when tracing is off. */
   readonly span: StageSpan;
+  /**
+   * True when no other group member can have handled this record: it was written after this
+   * member got its partition (FreshOffsets). False means "maybe": a record consumed again after
+   * a crash or a rebalance, or one from before the assignment.
+   */
+  readonly fresh: boolean;
+}
+
+/**
+ * Per partition, the first offset written after this member got the partition: the high
+ * watermark of the first batch fetched after the latest join. That watermark is at or past the
+ * log's end at the assignment, so a record at or beyond it reached no earlier owner (an earlier
+ * owner only ever fetched records already in the log). Until that first batch, and after every
+ * rejoin, nothing is fresh.
+ */
+export class FreshOffsets {
+  private readonly from = new Map<string, bigint>();
+
+  /** The group was (re)joined: the partitions may have moved, so what was fresh is not any more. */
+  joined(): void {
+    this.from.clear();
+  }
+
+  /** A fetched batch: the first one of a partition since the join sets where fresh records begin. */
+  batch(topic: string, partition: number, highWatermark: string): void {
+    const key = `${topic}:${partition}`;
+    if (!this.from.has(key)) this.from.set(key, BigInt(highWatermark));
+  }
+
+  isFresh(topic: string, partition: number, offset: string): boolean {
+    const from = this.from.get(`${topic}:${partition}`);
+    return from !== undefined && BigInt(offset) >= from;
+  }
 }
 
 export interface RunStageOptions {
@@ -107,11 +140,14 @@ export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
   const tracer = opts.tracer ?? NOOP_TRACER;
   const spanName = opts.spanName;
 
+  const fresh = new FreshOffsets();
+  consumer.on(consumer.events.GROUP_JOIN, () => fresh.joined());
+
   const handleOne = async (record: InRecord): Promise<Outcome> => {
     const started = performance.now();
     const span = recordSpan(tracer, spanName, record);
     try {
-      const out = await opts.handle(record, { log, span });
+      const out = await opts.handle(record, { log, span, fresh: fresh.isFresh(record.topic, record.partition, record.offset) });
       opts.onRecord?.('ok', record, performance.now() - started);
       return { kind: 'ok', out: withTraceparent(out, record.headers.traceparent, span.traceparent) };
     } catch (err) {
@@ -131,6 +167,7 @@ export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
 
   const eachBatch = async ({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> => {
     const msgs = batch.messages;
+    fresh.batch(batch.topic, batch.partition, batch.highWatermark);
     for (let start = 0; start < msgs.length; start += chunkSize) {
       if (!isRunning() || isStale()) return;
       const records: InRecord[] = msgs.slice(start, start + chunkSize).map((m) => toInRecord(batch.topic, batch.partition, m));

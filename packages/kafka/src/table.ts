@@ -7,7 +7,7 @@ import { IDLE_FETCH_WAIT_MS, leaveForCrashedMember, REBALANCE_TIMEOUT_MS } from 
  * A local, in-memory view of a compacted topic (reach.agents.v1, reach.presence.v1): every
  * instance reads the whole topic from the beginning in a consumer group of its own that never
  * commits, folds each key's latest value (null = tombstone) and keeps following changes. This
- * is how routers hold the registry without a remote call per message (SPEC R-A6), and it keeps
+ * is how routers hold the registry without a remote call per message (R-A6), and it keeps
  * working when Redis is down.
  */
 export interface TableViewOptions<T> {

@@ -2,7 +2,7 @@ import type { Admin, ITopicConfig } from 'kafkajs';
 import type { Logger } from '@reach/core';
 
 /**
- * Every topic of DESIGN §1, as code: created idempotently at start (and by `reach up`) with its
+ * Every topic of docs/design.md §9, as code: created idempotently at start (and by `reach up`) with its
  * partition count, cleanup policy and retention. `schema` names the Avro record its values
  * carry; the subject is `<topic>-value` (TopicNameStrategy).
  */
@@ -24,7 +24,7 @@ export const TOPICS = {
     schema: 'reach.v1.Envelope',
     compacted: false,
     retentionMs: 7 * DAY,
-    description: 'envelopes produced by agents (public contract, DESIGN §2)',
+    description: 'envelopes produced by agents (public contract, docs/design.md §2)',
   },
   pending: {
     name: 'reach.pending.v1',
@@ -60,6 +60,15 @@ export const TOPICS = {
     compacted: false,
     retentionMs: 7 * DAY,
     description: 'single status events (key message_id), from outside producers and tools; folded by the tracker',
+  },
+  poison: {
+    name: 'reach.poison.v1',
+    schema: null,
+    compacted: false,
+    retentionMs: 30 * DAY,
+    partitions: 1,
+    description:
+      'records the dead-letter stage itself could never store, as they were consumed (key, value, headers) plus reach-poison-* headers (error, service, source topic/partition/offset); read with any Kafka client, re-produce to the source topic once fixed',
   },
   statusBatches: {
     name: 'reach.status-batches.v1',

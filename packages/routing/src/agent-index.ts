@@ -1,7 +1,7 @@
 import type { AgentRecord, Presence } from '@reach/envelope';
 
 /**
- * The router's local view of the registry (SPEC R-A6): the latest AgentRecord and Presence of
+ * The router's local view of the registry (R-A6): the latest AgentRecord and Presence of
  * every agent, folded from the compacted reach.agents.v1 / reach.presence.v1 feeds, and an
  * index capability name → agents so a message finds its candidates without scanning every
  * agent or calling anything remote. Pure data structure: the service feeds it from the table
@@ -22,6 +22,11 @@ export class AgentIndex {
 
   presenceOf(agentId: string): Presence | undefined {
     return this.presence.get(agentId);
+  }
+
+  /** Every capability or topic name some agent declares. */
+  names(): string[] {
+    return [...this.byName.keys()];
   }
 
   /** Agents declaring a capability with exactly this name (any mode or version). */

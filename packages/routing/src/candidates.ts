@@ -3,7 +3,7 @@ import { capabilityMatches, hasAllTags, type Address } from './capability.js';
 import type { AgentIndex } from './agent-index.js';
 
 /**
- * The candidate filter (SPEC R-B2). The circuit and domain checks are hooks so the breaker
+ * The candidate filter (R-B2). The circuit and domain checks are hooks so the breaker
  * (R-D8) and security domains (R-A8) can plug in without touching the filter; by default they
  * allow everything.
  */
@@ -14,7 +14,7 @@ export interface FilterHooks {
    * candidate it gets the message, unless the sender's preference or the session decided.
    */
   readonly circuitProbe?: string;
-  /** May this message's producer reach this agent (SPEC R-A8 security domains)? */
+  /** May this message's producer reach this agent (R-A8 security domains)? */
   domainAllowed?(envelope: Envelope, agent: AgentRecord): boolean;
 }
 
@@ -40,7 +40,7 @@ export interface FilterResult {
   readonly rejected: Partial<Record<Rejection, number>>;
   /**
    * True when the exclusion list would have left no candidate and was dropped: a failover
-   * retry goes to another candidate *when one exists* (SPEC R-B9), else to the same one again.
+   * retry goes to another candidate *when one exists* (R-B9), else to the same one again.
    */
   readonly exclusionRelaxed: boolean;
   /**

@@ -2,7 +2,7 @@ import type { Capability, CapabilityMode } from '@reach/envelope';
 
 /**
  * What a message addresses: a capability or topic name, optionally pinned to a major version
- * with `name@major` (SPEC R-A7). Matching is exact on the name (SPEC R-B1): `query:orders`
+ * with `name@major` (R-A7). Matching is exact on the name (R-B1): `query:orders`
  * never matches `query:order_items`, and no prefix, glob or case folding is ever applied.
  */
 export interface Address {
@@ -35,7 +35,7 @@ export function capabilityMatches(cap: Capability, address: Address, mode: Capab
   return address.major === undefined || majorOf(cap.version) === address.major;
 }
 
-/** Every required tag is carried by the capability (SPEC R-B2 tag filter). */
+/** Every required tag is carried by the capability (R-B2 tag filter). */
 export function hasAllTags(cap: Capability, required: readonly string[]): boolean {
   return required.every((t) => cap.tags.includes(t));
 }

@@ -1,7 +1,7 @@
 import { parseAddress } from './capability.js';
 
 /**
- * Security domains (SPEC R-A8): every agent lives in one domain (descriptor
+ * Security domains (R-A8): every agent lives in one domain (descriptor
  * `metadata.domain`, default "default"). Delivery inside a domain is always allowed; delivery
  * from one domain to another needs a grant `from_domain → to_domain`, for every capability
  * (`capability: null`) or for one capability.

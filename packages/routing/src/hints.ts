@@ -21,7 +21,7 @@ export const FANOUT_AGENT = 'reach-fanout-agent';
 export interface RouteHints {
   /** 0 for a first attempt. */
   readonly attempt: number;
-  /** Agents a retry should avoid (failover, SPEC R-B9). */
+  /** Agents a retry should avoid (failover, R-B9). */
   readonly excludeAgents: readonly string[];
   readonly preferredAgent: string | undefined;
   /**

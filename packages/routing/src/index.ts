@@ -12,3 +12,7 @@ export * from './retry-policy.js';
 export * from './policy.js';
 export * from './domains.js';
 export * from './lane-backlog.js';
+export * from './domain-gate.js';
+export * from './rule-action.js';
+export * from './no-route-error.js';
+export * from './route-view.js';

@@ -3,7 +3,7 @@ import { parseAddress } from './capability.js';
 
 /**
  * How one message is dispatched among its candidates: the default, or what the matching
- * ReachRule (SPEC R-B11, @reach/rules) asks for. The router turns a matched rule into a policy;
+ * ReachRule (R-B11, @reach/rules) asks for. The router turns a matched rule into a policy;
  * routing itself knows nothing about rule files.
  */
 export type Dispatch = 'weighted' | 'random' | 'sticky' | 'broadcast';
@@ -19,7 +19,7 @@ export interface RoutePolicy {
   readonly stickyBy: string | null;
 }
 
-/** Without a rule: the best score, and a session (if any) sticks to its agent (SPEC R-B6). */
+/** Without a rule: the best score, and a session (if any) sticks to its agent (R-B6). */
 export const DEFAULT_POLICY: RoutePolicy = { rule: null, dispatch: 'weighted', stickyBy: 'session_id' };
 
 const STICKY_FIELDS = ['session_id', 'correlation_id', 'producer', 'trace_id', 'request_id', 'idempotency_key'] as const;

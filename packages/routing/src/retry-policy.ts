@@ -1,7 +1,14 @@
-import { parseBudgetPolicyJson, parseRetryPolicyJson, type BudgetPolicyOverrides, type RetryPolicyOverrides } from '@reach/core';
+import {
+  BUDGET_FROM_HEADER,
+  budgetFromHeader,
+  parseBudgetPolicyJson,
+  parseRetryPolicyJson,
+  type BudgetPolicyOverrides,
+  type RetryPolicyOverrides,
+} from '@reach/core';
 
 /**
- * Attempts, backoff and time budgets (SPEC R-D2, R-D3, R-D4), pure: whoever sees an attempt
+ * Attempts, backoff and time budgets (R-D2, R-D3, R-D4), pure: whoever sees an attempt
  * fail (the dispatcher: ack timeout, agent reject) asks `decideAfterFailure` whether the message
  * gets another attempt and when, or dies and with which code; the router asks `budgetDeadlineAt`
  * and `ackDeadlineAt` for a delivery's deadlines; the retry-scheduler's stuck sweep asks
@@ -51,7 +58,7 @@ export function budgetMsFor(policy: BudgetPolicy, messageType: string): number {
 }
 
 /**
- * SPEC R-D3: `min(base·2^attempt, max)·(0.8 + rand·0.4)`, where `attempt` is the attempt that
+ * R-D3: `min(base·2^attempt, max)·(0.8 + rand·0.4)`, where `attempt` is the attempt that
  * failed (0 for the first): 200, 400, 800 ms … capped at 4 s, each ±20 %.
  */
 export function backoffMs(attempt: number, params: Pick<RetryParams, 'baseMs' | 'maxMs'>, rand: number = Math.random()): number {
@@ -59,9 +66,21 @@ export function backoffMs(attempt: number, params: Pick<RetryParams, 'baseMs' | 
   return Math.round(exp * (0.8 + Math.min(1, Math.max(0, rand)) * 0.4));
 }
 
-/** End of a message's whole budget: `min(created_at + budget(type), expire_at)`. */
-export function budgetDeadlineAt(env: { message_type: string; created_at: number; expire_at: number | null }, policy: BudgetPolicy): number {
-  const byBudget = env.created_at + budgetMsFor(policy, env.message_type);
+/** Where a message's budget starts: its replay (BUDGET_FROM_HEADER), else its created_at. */
+export function budgetStartOf(env: { created_at: number; headers?: Readonly<Record<string, string>> | undefined }): number {
+  const from = budgetFromHeader(env.headers?.[BUDGET_FROM_HEADER]);
+  return from !== undefined && from > env.created_at ? from : env.created_at;
+}
+
+/**
+ * End of a message's whole budget: `min(budget start + budget(type), expire_at)`, the budget
+ * start being created_at, or the replay time of a dead-letter replay (budgetStartOf).
+ */
+export function budgetDeadlineAt(
+  env: { message_type: string; created_at: number; expire_at: number | null; headers?: Readonly<Record<string, string>> | undefined },
+  policy: BudgetPolicy,
+): number {
+  const byBudget = budgetStartOf(env) + budgetMsFor(policy, env.message_type);
   return env.expire_at === null ? byBudget : Math.min(byBudget, env.expire_at);
 }
 
@@ -106,6 +125,10 @@ export function decideAfterFailure(f: FailedAttempt, policy: RetryPolicy, rand: 
   if (f.attempt >= params.maxRetries) return { kind: 'dead', code: 3004, why: `all ${params.maxRetries + 1} attempts failed` };
   const delayMs = backoffMs(f.attempt, params, rand);
   const notBefore = f.now + delayMs;
+  // The end that comes first names the death: expire_at (3006) when it is what stops the next
+  // attempt, else the time budget (3005).
+  if (f.expireAt !== null && notBefore >= f.expireAt && f.expireAt <= f.budgetDeadline)
+    return { kind: 'dead', code: 3006, why: `it expires at ${new Date(f.expireAt).toISOString()}, before the next attempt could start` };
   if (notBefore >= f.budgetDeadline)
     return { kind: 'dead', code: 3005, why: `the budget ends at ${new Date(f.budgetDeadline).toISOString()}, before the next attempt could start` };
   return { kind: 'retry', notBefore, delayMs, nextAttempt: f.attempt + 1 };

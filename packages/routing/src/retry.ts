@@ -2,7 +2,7 @@ import type { RetryRequest } from '@reach/envelope';
 import { ATTEMPT_HEADER, EXCLUDE_HEADER } from './hints.js';
 
 /**
- * The reasons of a RetryRequest that holds a message: every candidate saturated (SPEC R-B7), or
+ * The reasons of a RetryRequest that holds a message: every candidate saturated (R-B7), or
  * the only agent that could take it reconnecting within its grace. A hold is not a failed
  * attempt — nothing was delivered — so the same attempt is routed again when it is due; every
  * other RetryRequest names the attempt that failed, and the retry is the next one.

@@ -10,10 +10,10 @@ import { traceCandidates, type RouteTrace, type Strategy } from './trace.js';
 
 /** Everything the decision depends on besides the message (REACH_ROUTE_*, REACH_SATURATION, REACH_STICKY_TTL_S). */
 export interface RoutingConfig extends ScoringConfig {
-  /** Above this many available candidates, pick at random among the best `topK` (SPEC R-B4). */
+  /** Above this many available candidates, pick at random among the best `topK` (R-B4). */
   readonly hotspotCandidates: number;
   readonly topK: number;
-  /** Load rate above which a candidate is saturated (SPEC R-B7). */
+  /** Load rate above which a candidate is saturated (R-B7). */
   readonly saturation: number;
   readonly stickyTtlS: number;
   /**
@@ -43,16 +43,16 @@ export type RouteDecision =
   /** expire_at has passed: DEAD 3006. */
   | { readonly kind: 'expired'; readonly candidates: 0 }
   /**
-   * Nothing can take it (SPEC R-B10). `reconnectingUntil` is set when an agent that would take it
+   * Nothing can take it (R-B10). `reconnectingUntil` is set when an agent that would take it
    * is only reconnecting (its socket died within the grace): the caller holds the message until
    * then instead of refusing it.
    */
   | { readonly kind: 'no_route'; readonly why: string; readonly candidates: 0; readonly trace: NoRouteTrace; readonly reconnectingUntil?: number }
-  /** Every candidate is above the saturation threshold (SPEC R-B7). */
+  /** Every candidate is above the saturation threshold (R-B7). */
   | { readonly kind: 'saturated'; readonly candidates: number; readonly trace: RouteTrace }
   /** Exactly one agent; `parentMessageId` is set for a retried fan-out copy. */
   | { readonly kind: 'routed'; readonly agentId: string; readonly candidates: number; readonly trace: RouteTrace; readonly parentMessageId?: string }
-  /** A topic: one copy per subscriber (SPEC R-B8). */
+  /** A topic: one copy per subscriber (R-B8). */
   | { readonly kind: 'fanout'; readonly agentIds: readonly string[]; readonly candidates: number; readonly trace: RouteTrace };
 
 export interface NoRouteTrace {
@@ -139,7 +139,7 @@ function routeToAgent(envelope: Envelope, agentId: string, strategy: Strategy, d
   };
 }
 
-/** Every candidate gets a tracked copy: a topic's subscribers (SPEC R-B8), or a capability's handlers under a broadcast rule. */
+/** Every candidate gets a tracked copy: a topic's subscribers (R-B8), or a capability's handlers under a broadcast rule. */
 function fanOut(envelope: Envelope, address: Address, mode: CapabilityMode, hints: RouteHints, deps: RouteDeps, now: number): RouteDecision {
   const what = mode === 'subscribe' ? `subscriber of topic ${address.name}` : `agent offering capability ${envelope.capability ?? address.name}`;
   const f = filterCandidates(deps.index, {
@@ -182,7 +182,7 @@ function by(policy: RoutePolicy): { sticky_by?: string } {
   return policy.stickyBy !== null && policy.stickyBy !== 'session_id' ? { sticky_by: policy.stickyBy } : {};
 }
 
-/** Best available candidate: the top score, or a random one of the best `topK` when there are many (SPEC R-B4). */
+/** Best available candidate: the top score, or a random one of the best `topK` when there are many (R-B4). */
 /**
  * The candidates whose lane backlog is within one round of the shortest, where a round is the
  * agent's max_concurrency: deliveries waiting / max_concurrency is how many times its slots
@@ -251,11 +251,11 @@ async function routeToCapability(
   }
   const relaxed = f.exclusionRelaxed ? { exclusion_relaxed: true as const } : {};
   const scored = scoreCandidates(f.candidates, cfg, deps.rng);
-  // Saturated agents take no new work while any other candidate has room (SPEC R-B7).
+  // Saturated agents take no new work while any other candidate has room (R-B7).
   const unsaturated = scored.filter((c) => c.loadRate <= cfg.saturation);
   // When every candidate is saturated, a HIGH message is not held here with the rest: it goes to
   // an agent now and waits in that agent's HIGH lane in the dispatcher, which serves it ahead of
-  // the NORMAL/LOW backlog (SPEC R-D9). Held on reach.retry.v1 it would queue behind the flood.
+  // the NORMAL/LOW backlog (R-D9). Held on reach.retry.v1 it would queue behind the flood.
   const highThrough = unsaturated.length === 0 && envelope.priority === 'HIGH' && !hints.rejectOnSaturation;
   const pool = highThrough ? scored : unsaturated;
   if (pool.length === 0) {
@@ -319,7 +319,7 @@ async function routeToCapability(
     }
   }
 
-  // A claimed half-open probe (SPEC R-D8) must reach its agent, or the circuit never closes.
+  // A claimed half-open probe (R-D8) must reach its agent, or the circuit never closes.
   const probe = deps.hooks?.circuitProbe;
   if (!chosen && probe !== undefined) {
     const p = inPool(probe);

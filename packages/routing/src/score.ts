@@ -1,6 +1,6 @@
 import type { AgentRecord } from '@reach/envelope';
 
-/** Scoring weights and jitter (SPEC R-B3; REACH_ROUTE_WEIGHT_*, REACH_ROUTE_JITTER). */
+/** Scoring weights and jitter (R-B3; REACH_ROUTE_WEIGHT_*, REACH_ROUTE_JITTER). */
 export interface ScoringConfig {
   readonly weightPriority: number;
   readonly weightHealth: number;
@@ -11,7 +11,7 @@ export interface ScoringConfig {
   readonly region: string;
 }
 
-/** One candidate with the terms of its score, as the routing trace shows them (SPEC R-B12). */
+/** One candidate with the terms of its score, as the routing trace shows them (R-B12). */
 export interface ScoredCandidate {
   readonly agent: AgentRecord;
   readonly score: number;
@@ -24,7 +24,7 @@ export interface ScoredCandidate {
 const clamp01 = (x: number): number => (Number.isFinite(x) ? Math.min(1, Math.max(0, x)) : 0);
 
 /**
- * Load as a RATE (SPEC R-B3): current_load / max_concurrency. Never an absolute count: an agent
+ * Load as a RATE (R-B3): current_load / max_concurrency. Never an absolute count: an agent
  * running 8 of 100 slots is less loaded than one running 3 of 4. Not capped at 1, so an agent
  * over its limit reads as over 100 %.
  */

@@ -1,8 +1,8 @@
 /**
- * Session stickiness (SPEC R-B6): the same session goes to the same agent while that agent
+ * Session stickiness (R-B6): the same session goes to the same agent while that agent
  * stays available. Bindings live in Redis (`reach:sticky:<capability>:<session>`, TTL
  * REACH_STICKY_TTL_S, refreshed by traffic) behind this interface; when Redis cannot answer,
- * routing must not stop (SPEC R-D12), so the session is hashed over the candidates instead —
+ * routing must not stop (R-D12), so the session is hashed over the candidates instead —
  * the same session and candidates give the same agent on every router instance.
  */
 export interface StickyStore {

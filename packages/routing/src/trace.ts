@@ -2,32 +2,35 @@ import type { Rejection } from './candidates.js';
 import { byScore, type ScoredCandidate } from './score.js';
 
 /**
- * The routing trace (SPEC R-B12): what the ROUTED status event's `detail` records — the
+ * The routing trace (R-B12): what the ROUTED status event's `detail` records — the
  * strategy, the candidates with the terms of their scores, and the choice. Bounded: at most
  * MAX_TRACE_CANDIDATES candidates are listed (the best ones), with the total alongside.
+ * Three: the trace is stored with every routed message's timeline, and twenty made it ~1.5 KB
+ * of jsonb per message, most of the read model's bytes. The runner-up and the one after say why
+ * the choice won; `candidates_total` says how many there were.
  */
-export const MAX_TRACE_CANDIDATES = 20;
+export const MAX_TRACE_CANDIDATES = 3;
 
 export type Strategy =
   /** highest score */
   | 'weighted'
-  /** anti-hotspot: random among the best few (SPEC R-B4) */
+  /** anti-hotspot: random among the best few (R-B4) */
   | 'top_k_random'
-  /** the sender's reach-preferred-agent (SPEC R-B5) */
+  /** the sender's reach-preferred-agent (R-B5) */
   | 'preferred'
-  /** the session's bound agent from the sticky store (SPEC R-B6) */
+  /** the session's bound agent from the sticky store (R-B6) */
   | 'sticky'
   /** the sticky store could not answer: session hashed over the candidates */
   | 'sticky_hash'
   /** target_agent_id */
   | 'target'
-  /** topic fan-out to every subscriber (SPEC R-B8) */
+  /** topic fan-out to every subscriber (R-B8) */
   | 'broadcast'
   /** uniform among the available candidates (a ReachRule's `dispatch: random`) */
   | 'random'
   /** a retried copy of a fan-out, back to its own subscriber */
   | 'fanout_copy'
-  /** the one half-open probe of an agent's circuit breaker (SPEC R-D8) */
+  /** the one half-open probe of an agent's circuit breaker (R-D8) */
   | 'circuit_probe'
   /** a record consumed again: the agent this (message, attempt) was routed to before */
   | 'repeat';
@@ -46,7 +49,7 @@ export interface TraceCandidate {
 
 export interface RouteTrace {
   strategy: Strategy;
-  /** The ReachRule that decided how to dispatch, when one matched (SPEC R-B12). */
+  /** The ReachRule that decided how to dispatch, when one matched (R-B12). */
   rule?: string;
   candidates: TraceCandidate[];
   candidates_total: number;
@@ -56,9 +59,9 @@ export interface RouteTrace {
   preferred?: { agent_id: string; honoured: boolean };
   /** Agents that offer the name but are no candidate, by reason. */
   rejected?: Partial<Record<Rejection, number>>;
-  /** The retry's exclusion list left no candidate and was dropped (SPEC R-B9). */
+  /** The retry's exclusion list left no candidate and was dropped (R-B9). */
   exclusion_relaxed?: true;
-  /** Set when every candidate was above this load rate (SPEC R-B7). */
+  /** Set when every candidate was above this load rate (R-B7). */
   saturation?: number;
 }
 

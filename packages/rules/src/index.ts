@@ -1,5 +1,5 @@
 /**
- * ReachRule (SPEC R-B11): declarative routing rules in YAML — parsing with positions,
+ * ReachRule (R-B11): declarative routing rules in YAML — parsing with positions,
  * JSON-Schema and semantic validation, and a compiled first-match matcher. Pure: no I/O but
  * reading the file in loadRulesFile, no logging; the router applies the matched rule.
  */

@@ -1,6 +1,6 @@
-/** How the router picks among the capable agents once a rule matched (SPEC R-B11). */
+/** How the router picks among the capable agents once a rule matched (R-B11). */
 export type Dispatch = 'random' | 'sticky' | 'weighted' | 'broadcast';
-/** What happens when no agent can take the message: `null` on a rule = the router's default (SPEC R-B10). */
+/** What happens when no agent can take the message: `null` on a rule = the router's default (R-B10). */
 export type FallbackAction = 'notify_admin' | 'queue_task' | 'reject';
 export type RulePriority = 'HIGH' | 'NORMAL' | 'LOW';
 

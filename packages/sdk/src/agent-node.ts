@@ -1,5 +1,6 @@
 import { NonRetryableError, ReachError, newId, newMessageId, silentLogger, type Logger } from '@reach/core';
-import { AgentSocket, CLOSE } from './agent-socket.js';
+import { AgentReplacedError } from './agent-replaced.js';
+import { CLOSE } from './agent-socket.js';
 import { reconnectDelayMs } from './backoff.js';
 import { DeliveryRunner } from './delivery-runner.js';
 import type { AgentFrame, DeliverFrame, ServerFrame } from './frames.js';
@@ -18,11 +19,14 @@ import {
 } from './node-types.js';
 import { envelopeFields } from './payload.js';
 import { PendingRequests, errorForCode, receiptOf } from './pending-requests.js';
+import { RoutesView, type RouteKind } from './routes-view.js';
 import { ReachClient } from './reach-client.js';
-import { RegistryClient } from './registry-client.js';
 import { contextToHeaders } from './session.js';
 import { refreshDelayMs, tokenLifetime } from './token-expiry.js';
 import type { AgentDescriptor, CapabilitySpec, LoadReport, Registration, SendFields } from './types.js';
+import { networkTransport, type AgentConnection, type AgentTransport, type RegistryApi } from './transport.js';
+import { lazyDirectTransport } from './direct/lazy-transport.js';
+import { modeOf } from './mode.js';
 
 /** Frames kept while disconnected; beyond this the oldest go (the dispatcher retries their deliveries). */
 const MAX_OUTBOX = 10_000;
@@ -45,15 +49,21 @@ interface PendingSend {
   reject: (err: ReachError) => void;
   timer: NodeJS.Timeout;
   /** The socket it was written to; undefined while it waits for a connection. */
-  socket: AgentSocket | undefined;
+  socket: AgentConnection | undefined;
 }
 
 type State = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
 
-function wsUrl(url: string): string {
-  const u = new URL(url.replace(/^http/i, 'ws'));
-  if (u.pathname === '' || u.pathname === '/') u.pathname = '/v1/connect';
-  return u.toString();
+/**
+ * How the node reaches Agent-Reach: `queued` (the default) through the services, `direct`
+ * through the in-process LocalReach (the option's, else the process's shared one).
+ */
+function transportOf(options: AgentNodeOptions): AgentTransport {
+  if (modeOf(options.mode) === 'direct') return lazyDirectTransport(options.reach);
+  if (!options.registryUrl || !options.dispatcherUrl) {
+    throw new Error('AgentNode needs registryUrl and dispatcherUrl in queued mode (or mode: "direct", AGENT_REACH_MODE=direct)');
+  }
+  return networkTransport(options.registryUrl, options.dispatcherUrl, options.tls);
 }
 
 function message(err: unknown): string {
@@ -61,29 +71,31 @@ function message(err: unknown): string {
 }
 
 /**
- * An agent on Agent-Reach (SPEC R-G1): registers its capabilities, heartbeats its real load,
+ * An agent on Agent-Reach (R-G1): registers its capabilities, heartbeats its real load,
  * holds one WebSocket to the dispatcher (reconnecting with backoff, renewing its token before
  * it expires), runs deliveries through handlers (DeliveryRunner: concurrency limit, dedupe,
  * ack/reject/result), and sends, publishes and requests over the same socket.
  */
 export class AgentNode implements AgentApi {
   private readonly log: Logger;
-  private readonly registry: RegistryClient;
-  private readonly url: string;
+  private readonly transport: AgentTransport;
+  private readonly registry: RegistryApi;
   private readonly random: () => number;
   private readonly runner: DeliveryRunner;
   private readonly requests = new PendingRequests();
+  /** What this agent can reach, from the dispatcher's `routes` frames (pre-flight, R-G6). */
+  private readonly routes = new RoutesView();
   private readonly sends = new Map<string, PendingSend>();
   private readonly listeners = new Map<keyof NodeEvents, Set<(arg: never) => void>>();
   private readonly abort = new AbortController();
   private readonly sleepers = new Set<{ timer: NodeJS.Timeout; wake: () => void }>();
   private outbox: AgentFrame[] = [];
   /** Results, acks and rejects written lately, with the socket and time (see UNSURE_ANSWER_MS). */
-  private unsure: Array<{ frame: AgentFrame; socket: AgentSocket; at: number }> = [];
+  private unsure: Array<{ frame: AgentFrame; socket: AgentConnection; at: number }> = [];
   private state: State = 'new';
   private registration: Registration | undefined;
   private capabilities: CapabilitySpec[] = [];
-  private socket: AgentSocket | undefined;
+  private socket: AgentConnection | undefined;
   /** The highest seq received: acked, being processed, or queued here (sent as hello.last_seq). */
   private lastSeq = 0;
   private heartbeatTimer: NodeJS.Timeout | undefined;
@@ -93,12 +105,16 @@ export class AgentNode implements AgentApi {
   private loop: Promise<void> | undefined;
   private needsRegister = false;
   private stopping: Promise<void> | undefined;
+  /** Set when a newer connection of this agent took over (4001): the node stopped for good. */
+  private replacedBy: AgentReplacedError | undefined;
+  /** The connection a connect() in progress replaces (the dispatcher closes it with 4001). */
+  private superseded: AgentConnection | undefined;
   private signalHandler: ((signal: NodeJS.Signals) => void) | undefined;
 
   constructor(private readonly options: AgentNodeOptions) {
     this.log = options.logger ?? silentLogger;
-    this.registry = new RegistryClient(options.registryUrl, undefined, options.tls);
-    this.url = wsUrl(options.dispatcherUrl);
+    this.transport = transportOf(options);
+    this.registry = this.transport.registry;
     this.random = options.random ?? Math.random;
     this.runner = new DeliveryRunner({
       maxConcurrency: options.descriptor.metadata?.max_concurrency ?? 10,
@@ -166,7 +182,7 @@ export class AgentNode implements AgentApi {
     return this.runner.load();
   }
 
-  /** The HTTP API (DESIGN §3) as this agent: submit with wait, status, timeline, traces. Needs ingressUrl. */
+  /** The HTTP API (docs/design.md §3) as this agent: submit with wait, status, timeline, traces. Needs ingressUrl. */
   client(): ReachClient {
     if (!this.options.ingressUrl) throw new Error('AgentNode.client() needs the ingressUrl option');
     return new ReachClient({
@@ -207,20 +223,48 @@ export class AgentNode implements AgentApi {
     return this.stopping;
   }
 
+  /**
+   * start() (unless started), then serves until the node stops: resolves after stop(), SIGTERM
+   * or SIGINT; rejects with AgentReplacedError when a newer connection of the agent took over
+   * (4001) — another process runs as this agent, and this one stopped without reconnecting.
+   */
+  async run(): Promise<void> {
+    if (this.state === 'new') await this.start();
+    if (this.state !== 'stopped') await new Promise<void>((resolve) => this.on('stopped', () => resolve()));
+    if (this.replacedBy) throw this.replacedBy;
+  }
+
+  /** True once a newer connection of this agent took over (4001) and the node stopped. */
+  get replaced(): boolean {
+    return this.replacedBy !== undefined;
+  }
+
   // ── sending ───────────────────────────────────────────────────────────────────────────
 
   /**
    * Sends one message over the WebSocket (`send` frame); resolves with its message id once the
    * dispatcher accepted it, rejects with the `error` frame's code. While disconnected it waits
-   * for the next connection, up to sendTimeoutMs.
+   * for the next connection, up to sendTimeoutMs. `{ preflight: true }` checks a capability or
+   * topic against the local routes view first (2001, 2003, 3001 without sending; a message with
+   * expire_at, which the router parks instead, only for 2003).
    */
-  send(fields: SendFields): Promise<string> {
+  send(fields: SendFields, options: { preflight?: boolean } = {}): Promise<string> {
     if (this.state === 'stopped' || this.state === 'stopping') {
       return Promise.reject(new ReachError('CONNECTION_CLOSED', 'the agent node is stopped'));
     }
     const targets = [fields.capability, fields.topic, fields.target_agent_id].filter((t) => t !== undefined && t !== null && t !== '');
     if (targets.length !== 1) {
       return Promise.reject(new NonRetryableError('INVALID_ENVELOPE', `exactly one of capability, topic, target_agent_id must be set (got ${targets.length})`));
+    }
+    if (options.preflight === true && this.preflightOn) {
+      // A message with expire_at may wait for an agent: the router parks it rather than refuse it.
+      const mayWait = fields.expire_at !== undefined && fields.expire_at !== null;
+      const refused = fields.capability
+        ? this.routes.refusal('capability', fields.capability, { mayWait })
+        : fields.topic
+          ? this.routes.refusal('topic', fields.topic, { mayWait })
+          : undefined;
+      if (refused) return Promise.reject(refused);
     }
     const clientRef = newId('ref');
     // The id is chosen here so a request can wait for its answer before the send completes.
@@ -244,18 +288,18 @@ export class AgentNode implements AgentApi {
     });
   }
 
-  /** Publishes an event to a topic: every subscriber gets a copy (SPEC R-B8). */
+  /** Publishes an event to a topic: every subscriber gets a copy (R-B8). */
   publish(topic: string, payload: unknown, options: SendOptions = {}): Promise<string> {
-    return this.send({ topic, message_type: EVENT, payload, ...this.sendFields(options) });
+    return this.send({ topic, message_type: EVENT, payload, ...this.sendFields(options) }, { preflight: options.preflight ?? false });
   }
 
-  /** SPEC R-G1's name for publish(). */
+  /** R-G1's name for publish(). */
   emit(topic: string, payload: unknown, options: SendOptions = {}): Promise<string> {
     return this.publish(topic, payload, options);
   }
 
   /**
-   * Asks the agent serving `capability` and resolves with its result (SPEC R-C9): the request
+   * Asks the agent serving `capability` and resolves with its result (R-C9): the request
    * carries reply_to = this agent; the result comes back as a task_result correlated by the
    * request's message id. Rejects with 2001 when nobody offers the capability (pre-flight,
    * R-G6), 3002 on timeout, or the code of a failure receipt.
@@ -268,8 +312,13 @@ export class AgentNode implements AgentApi {
   async requestReply<R = unknown>(capability: string, payload: unknown, options: RequestOptions = {}): Promise<Reply<R>> {
     const agentId = this.agentId;
     if (!agentId) throw new ReachError('CONNECTION_CLOSED', 'request() needs a started node (reply_to is this agent)');
-    if ((options.preflight ?? true) && !(await this.canReach(capability))) {
-      throw new NonRetryableError('NO_ROUTE', `no live agent offers ${capability}`, { details: { capability } });
+    if ((options.preflight ?? true) && this.preflightOn) {
+      // The local view when the dispatcher sent one (no round trip; 2001, 2003 or 3001), else the registry.
+      const refused = this.routes.refusal('capability', capability);
+      if (refused) throw refused;
+      if (this.routes.verdict('capability', capability) === undefined && !(await this.registryOffers(capability))) {
+        throw new NonRetryableError('NO_ROUTE', `no live agent offers ${capability}`, { details: { capability } });
+      }
     }
     const timeoutMs = options.timeoutMs ?? this.options.requestTimeoutMs ?? 30_000;
     const messageId = newMessageId();
@@ -293,8 +342,36 @@ export class AgentNode implements AgentApi {
     return reply;
   }
 
-  /** Pre-flight (SPEC R-G6): does any ONLINE agent offer `capability` in the registry's view? */
-  async canReach(capability: string): Promise<boolean> {
+  /**
+   * Pre-flight (R-G6): would a message to `capability` (or a topic) be routed now? From the
+   * node's local view (the dispatcher's `routes` frames: ONLINE, connected, domain allowed,
+   * circuit not open) once it has one, else from the registry (any ONLINE agent offers it).
+   */
+  async canReach(name: string, kind: RouteKind = 'capability'): Promise<boolean> {
+    const verdict = this.routes.verdict(kind, name);
+    if (verdict !== undefined) return verdict === 0;
+    return kind === 'capability' ? this.registryOffers(name) : true;
+  }
+
+  /** The local routes view's verdict: 0 routable, else the refusal code; undefined before the first view arrived or for a name it does not hold. */
+  routeVerdict(name: string, kind: RouteKind = 'capability'): number | undefined {
+    return this.routes.verdict(kind, name);
+  }
+
+  /**
+   * The local routes view: `off` (preflight: false), `waiting` (no complete view on the current
+   * connection yet: nothing is refused from it) or `ready`.
+   */
+  get routesView(): 'off' | 'waiting' | 'ready' {
+    if (!this.preflightOn) return 'off';
+    return this.routes.ready ? 'ready' : 'waiting';
+  }
+
+  private get preflightOn(): boolean {
+    return this.options.preflight ?? true;
+  }
+
+  private async registryOffers(capability: string): Promise<boolean> {
     const agents = await this.registry.list({ capability }, this.registration?.token ?? this.options.token);
     return agents.some((a) => (a.status ?? 'ONLINE') === 'ONLINE');
   }
@@ -338,7 +415,7 @@ export class AgentNode implements AgentApi {
     const previous = this.registration;
     const descriptor: AgentDescriptor = {
       ...this.options.descriptor,
-      // Re-registering under the same id replaces the record atomically (SPEC R-A3) and keeps the delivery stream.
+      // Re-registering under the same id replaces the record atomically (R-A3) and keeps the delivery stream.
       agent_id: previous?.agent_id ?? this.options.descriptor.agent_id,
       capabilities: this.capabilities,
     };
@@ -448,17 +525,22 @@ export class AgentNode implements AgentApi {
    */
   private async connect(): Promise<void> {
     const reg = this.registration!;
-    const { socket, welcome } = await AgentSocket.open({
-      url: this.url,
-      hello: { agent_id: reg.agent_id, token: reg.token, last_seq: this.lastSeq },
-      connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000,
-      pingIntervalMs: this.options.pingIntervalMs ?? 15_000,
-      idleTimeoutMs: this.options.idleTimeoutMs ?? 30_000,
-      log: this.log,
-      onFrame: (frame) => this.onFrame(frame),
-      onClose: (code, reason, s) => this.onSocketClose(code, reason, s),
-      tls: this.options.tls,
-    });
+    // The dispatcher closes the previous connection with 4001 when this one says hello: that
+    // 4001 is this node's own doing, not another process taking the agent.
+    this.superseded = this.socket;
+    const { socket, welcome } = await this.transport
+      .open({
+        hello: { agent_id: reg.agent_id, token: reg.token, last_seq: this.lastSeq },
+        connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000,
+        pingIntervalMs: this.options.pingIntervalMs ?? 15_000,
+        idleTimeoutMs: this.options.idleTimeoutMs ?? 30_000,
+        log: this.log,
+        onFrame: (frame) => this.onFrame(frame),
+        onClose: (code, reason, s) => this.onSocketClose(code, reason, s),
+      })
+      .finally(() => {
+        this.superseded = undefined;
+      });
     if (this.state === 'stopping' || this.state === 'stopped') {
       socket.close(1000, 'agent stopping');
       throw new ReachError('CONNECTION_CLOSED', 'the node stopped while connecting');
@@ -470,12 +552,17 @@ export class AgentNode implements AgentApi {
       { agent_id: reg.agent_id, connection_id: welcome.connection_id, last_seq: this.lastSeq, resume_from: welcome.resume_from },
       'connected to the dispatcher',
     );
+    // The pre-flight view, kept up to date over this socket (a dispatcher that does not know the
+    // frame answers with an error: the node then asks the registry, as before). What an earlier
+    // connection's dispatcher said is forgotten: no verdict until this one's full view arrives.
+    this.routes.reset();
+    if (this.preflightOn) socket.send({ type: 'subscribe_routes' });
     this.flushOutbox();
     for (const pending of this.sends.values()) if (!pending.socket) this.writeSend(pending);
     this.fire('connected', { agent_id: reg.agent_id, connection_id: welcome.connection_id });
   }
 
-  private onSocketClose(code: number, reason: string, socket: AgentSocket): void {
+  private onSocketClose(code: number, reason: string, socket: AgentConnection): void {
     // Sends written to this socket and not accepted may or may not have arrived: the caller decides.
     for (const [ref, pending] of this.sends) {
       if (pending.socket !== socket) continue;
@@ -485,11 +572,38 @@ export class AgentNode implements AgentApi {
     }
     if (socket !== this.socket) return;
     this.socket = undefined;
+    // The view came on this connection and is no longer kept current: it decides nothing until the next one's.
+    this.routes.reset();
     this.resendUnsure(socket);
     this.fire('disconnected', { code, reason });
     if (this.state === 'stopping' || this.state === 'stopped') return;
+    if (code === CLOSE.duplicate && socket !== this.superseded) {
+      this.onReplaced();
+      return;
+    }
+    if (code === CLOSE.duplicate) return; // replaced by the connection this node is opening
     this.log.warn({ agent_id: this.agentId, code, reason }, 'connection to the dispatcher lost; reconnecting');
     this.reconnect({ reRegister: code === CLOSE.authFailed, immediate: false });
+  }
+
+  /**
+   * 4001: a newer connection of this agent (another process with the same agent id) holds it
+   * now. Reconnecting would take the agent back from it, and it would do the same: the two
+   * would take turns forever. So the newer one wins and this node stops, without deregistering
+   * (that would end the other's registration too) and without heartbeats for an agent that is
+   * not its own any more. What its handlers still run is answered nowhere: those deliveries are
+   * replayed to the newer connection.
+   */
+  private onReplaced(): void {
+    const agentId = this.agentId ?? '';
+    this.replacedBy = new AgentReplacedError(agentId);
+    this.log.error({ agent_id: agentId }, 'agent taken over by a newer connection (4001): stopping this node without deregistering');
+    this.fire('replaced', { agent_id: agentId });
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    this.heartbeatTimer = undefined;
+    this.refreshTimer = undefined;
+    this.stopping ??= this.shutdown(this.options.drainTimeoutMs ?? 10_000, { deregister: false });
   }
 
   /**
@@ -561,7 +675,7 @@ export class AgentNode implements AgentApi {
     }
   }
 
-  private keepUnsure(frame: AgentFrame, socket: AgentSocket): void {
+  private keepUnsure(frame: AgentFrame, socket: AgentConnection): void {
     const now = Date.now();
     let drop = 0;
     while (drop < this.unsure.length && now - this.unsure[drop]!.at > UNSURE_ANSWER_MS) drop++;
@@ -571,7 +685,7 @@ export class AgentNode implements AgentApi {
   }
 
   /** The answers written to a socket that just closed, lately enough to be lost with it, go out again. */
-  private resendUnsure(socket: AgentSocket): void {
+  private resendUnsure(socket: AgentConnection): void {
     const since = Date.now() - UNSURE_ANSWER_MS;
     const again = this.unsure.filter((u) => u.socket === socket && u.at >= since).map((u) => u.frame);
     this.unsure = this.unsure.filter((u) => u.socket !== socket);
@@ -596,6 +710,9 @@ export class AgentNode implements AgentApi {
     switch (frame.type) {
       case 'deliver':
         this.onDeliver(frame);
+        return;
+      case 'routes':
+        this.routes.apply(frame);
         return;
       case 'accepted': {
         const pending = this.sends.get(frame.client_ref);
@@ -665,7 +782,7 @@ export class AgentNode implements AgentApi {
     process.once('SIGINT', onSignal);
   }
 
-  private async shutdown(drainTimeoutMs: number): Promise<void> {
+  private async shutdown(drainTimeoutMs: number, opts: { deregister: boolean } = { deregister: true }): Promise<void> {
     const wasStarted = this.state !== 'new';
     this.state = 'stopping';
     if (this.signalHandler) {
@@ -691,7 +808,7 @@ export class AgentNode implements AgentApi {
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
     for (const s of [...this.sleepers]) s.wake();
     const reg = this.registration;
-    if (wasStarted && reg) {
+    if (wasStarted && reg && opts.deregister) {
       try {
         await this.registry.deregister(reg.agent_id, reg.token);
         this.log.info({ agent_id: reg.agent_id }, 'deregistered');

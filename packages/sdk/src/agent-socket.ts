@@ -4,7 +4,7 @@ import { wsTlsOptions, type ClientTls } from './tls.js';
 import { parseServerFrame, type AgentFrame, type ServerFrame, type WelcomeFrame } from './frames.js';
 
 /**
- * One WebSocket to the dispatcher (DESIGN §4): sends `hello` first, resolves on `welcome`,
+ * One WebSocket to the dispatcher (docs/design.md §4): sends `hello` first, resolves on `welcome`,
  * answers server pings, pings every 15 s itself, and closes a connection that has been silent
  * for 30 s (the server does the same). Reconnecting is the node's business, not this class's.
  */
@@ -21,7 +21,7 @@ export interface AgentSocketOptions {
   tls?: ClientTls | undefined;
 }
 
-/** Close codes of DESIGN §4 and what they mean to the agent. */
+/** Close codes of docs/design.md §4 and what they mean to the agent. */
 export const CLOSE = { duplicate: 4001, authFailed: 4003, heartbeatTimeout: 4008, frameTooLarge: 4013 } as const;
 
 // Frames from the server are bounded by the payload limit (256 KiB, base64 ≈ 342 KiB) plus the

@@ -1,6 +1,6 @@
 import { AGENT_RECONNECT_BACKOFF } from '@reach/core';
 
-/** Reconnect backoff of SPEC R-G1 (AGENT_RECONNECT_BACKOFF: 1 s doubling to 32 s, plus up to 20 % jitter). */
+/** Reconnect backoff of R-G1 (AGENT_RECONNECT_BACKOFF: 1 s doubling to 32 s, plus up to 20 % jitter). */
 export interface BackoffOptions {
   /** First delay. Default 1000 ms. */
   baseMs?: number;

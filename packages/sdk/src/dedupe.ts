@@ -1,5 +1,5 @@
 /**
- * Redelivery dedupe (SPEC R-G2, R-G4): the outcome of each message this node handled, keyed by
+ * Redelivery dedupe (R-G2, R-G4): the outcome of each message this node handled, keyed by
  * its producer's idempotency key (or its message id), so an at-least-once redelivery is
  * answered with the earlier result instead of running the handler twice. Bounded by entry
  * count, by an estimate of the bytes it holds, and by age (30 min by default): the oldest
@@ -10,7 +10,7 @@ export type Outcome = { kind: 'ok'; payload: unknown; headers: Record<string, st
 export interface DedupeOptions {
   /** Default 10 000 entries. */
   maxEntries?: number;
-  /** Default 30 min (SPEC R-G4). */
+  /** Default 30 min (R-G4). */
   ttlMs?: number;
   /** Default 64 MiB of remembered results (JSON length as the estimate). */
   maxBytes?: number;
@@ -23,7 +23,7 @@ interface Entry {
   expiresAt: number;
 }
 
-/** The dedupe key of a delivered message: idempotency keys are unique per producer (SPEC R-D5). */
+/** The dedupe key of a delivered message: idempotency keys are unique per producer (R-D5). */
 export function dedupeKey(msg: { producer: string; idempotency_key: string | null; message_id: string }): string {
   return msg.idempotency_key ? `key:${msg.producer}:${msg.idempotency_key}` : `id:${msg.message_id}`;
 }

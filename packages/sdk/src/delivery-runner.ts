@@ -1,4 +1,4 @@
-import { ReachError, errorInfo, isKnownCode, type Logger } from '@reach/core';
+import { HAND_BACK_CODE, ReachError, errorInfo, isKnownCode, type Logger } from '@reach/core';
 import { DedupeCache, dedupeKey, type DedupeOptions, type Outcome } from './dedupe.js';
 import type { AgentFrame, DeliverFrame } from './frames.js';
 import { LoadTracker } from './load.js';
@@ -9,7 +9,7 @@ import { continuingApi } from './trace-context.js';
 import type { LoadReport, ReachMessage } from './types.js';
 import { WorkQueue } from './work-queue.js';
 
-/** Largest result payload: it becomes the payload of a task_result envelope (SPEC R-D10). */
+/** Largest result payload: it becomes the payload of a task_result envelope (R-D10). */
 const MAX_RESULT_BYTES = 256 * 1024;
 
 interface Failure {
@@ -56,22 +56,29 @@ export function failureOf(err: unknown): Failure {
   return { code: 3003, reason: err instanceof Error ? err.message : String(err), retryable: true };
 }
 
-/** A result must fit in a task_result envelope. */
+/**
+ * A result must fit in a task_result envelope: at most 256 KiB of payload as the protocol
+ * counts it (the bytes of a Buffer, the UTF-8 JSON text of anything else; never the base64 text
+ * or the frame). A larger one is refused here, as the dispatcher would refuse it, with the same
+ * words: the node rejects the delivery (final), so the sender learns at once.
+ */
 function checkResult(value: unknown): Failure | undefined {
-  if (value instanceof Uint8Array) {
-    return value.byteLength > MAX_RESULT_BYTES ? { code: 4102, reason: `result is ${value.byteLength} bytes`, retryable: false } : undefined;
+  let bytes: number;
+  if (value instanceof Uint8Array) bytes = value.byteLength;
+  else {
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(value ?? null);
+    } catch (err) {
+      return { code: 3003, reason: `result is not JSON-serialisable: ${err instanceof Error ? err.message : String(err)}`, retryable: false };
+    }
+    bytes = Buffer.byteLength(json ?? 'null');
   }
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(value ?? null);
-  } catch (err) {
-    return { code: 3003, reason: `result is not JSON-serialisable: ${err instanceof Error ? err.message : String(err)}`, retryable: false };
-  }
-  const bytes = Buffer.byteLength(json ?? 'null');
-  return bytes > MAX_RESULT_BYTES ? { code: 4102, reason: `result is ${bytes} bytes; the limit is ${MAX_RESULT_BYTES}`, retryable: false } : undefined;
+  if (bytes <= MAX_RESULT_BYTES) return undefined;
+  return { code: 4102, reason: `result refused: 4102 PAYLOAD_TOO_LARGE: result payload is ${bytes} bytes; the limit is ${MAX_RESULT_BYTES}`, retryable: false };
 }
 
-/** The delivery's traceparent, echoed on its answer frames (an optional field of DESIGN §4). */
+/** The delivery's traceparent, echoed on its answer frames (an optional field of docs/design.md §4). */
 function traceOf(d: DeliverFrame): { traceparent?: string } {
   return d.traceparent ? { traceparent: d.traceparent } : {};
 }
@@ -93,8 +100,8 @@ export function progressIntervalMs(d: Pick<DeliverFrame, 'deadline'>, now: numbe
 
 /**
  * Runs deliveries through their handlers: at most max_concurrency at once (the rest wait in a
- * local queue), answers each with result + ack or a reject, and dedupes redeliveries (SPEC
- * R-G2) — a message already handled is answered from the cache, one still running is answered
+ * local queue), answers each with result + ack or a reject, and dedupes redeliveries
+ * (R-G2) — a message already handled is answered from the cache, one still running is answered
  * when that run ends. Its queue and outcomes are the load that heartbeats report.
  */
 export class DeliveryRunner {
@@ -145,7 +152,7 @@ export class DeliveryRunner {
   accept(d: DeliverFrame, log: Logger): void {
     const m = d.message;
     if (!this.accepting) {
-      this.reject(d, 3003, 'agent is stopping', true);
+      this.reject(d, HAND_BACK_CODE, 'agent is stopping', true);
       return;
     }
     const key = dedupeKey(m);
@@ -182,7 +189,8 @@ export class DeliveryRunner {
   /** Stops taking work: deliveries that have not started go back to the dispatcher (retryable) for another agent. */
   stopAccepting(): void {
     this.accepting = false;
-    for (const job of this.queue.takeQueued()) this.finish(job, undefined, { code: 3003, reason: 'agent is stopping', retryable: true }, this.deps.log);
+    for (const job of this.queue.takeQueued())
+      this.finish(job, undefined, { code: HAND_BACK_CODE, reason: 'agent is stopping', retryable: true }, this.deps.log);
   }
 
   /** Resolves when no handler runs any more. */
@@ -229,16 +237,22 @@ export class DeliveryRunner {
         ? undefined
         : setInterval(() => this.deps.send({ type: 'progress', seq: d.seq, message_id: m.message_id }), progressIntervalMs(d));
     progress?.unref();
+    // A final refusal the handler chose (NonRetryableError: bad input) is the agent working as it
+    // should: it must not lower the health the heartbeats report. Two of them took an agent to
+    // health 0, COOLDOWN and 2001 for its senders (issue 25). A crash, a retryable failure or a
+    // result the node cannot send still counts.
+    let refused = false;
     try {
       const value = await job.handler(m, ctx);
       outcome = { kind: 'ok', payload: value === undefined ? null : value, headers: contextToHeaders(session.changes()) };
       failure = checkResult(value);
     } catch (err) {
       failure = failureOf(err);
+      refused = !failure.retryable;
     } finally {
       clearInterval(progress);
     }
-    this.outcomes.record(failure === undefined, performance.now() - started);
+    this.outcomes.record(failure === undefined || refused, performance.now() - started);
     this.finish(job, failure ? undefined : outcome, failure, log);
   }
 

@@ -1,7 +1,7 @@
 import type { ReachMessage } from './types.js';
 
 /**
- * WebSocket frames of DESIGN §4: text frames, one JSON object each, told apart by `type`.
+ * WebSocket frames of docs/design.md §4: text frames, one JSON object each, told apart by `type`.
  * Parsing is a tolerant reader: unknown frame types and unknown fields are ignored, missing
  * optional fields get their defaults, so a newer dispatcher never breaks an older SDK.
  */
@@ -20,7 +20,7 @@ export interface DeliverFrame {
   /** Epoch ms of the ack deadline, when the server gave one. */
   deadline: number | undefined;
   /**
-   * W3C trace context of the delivery (an optional field added to DESIGN §4's frame): the
+   * W3C trace context of the delivery (an optional field added to docs/design.md §4's frame): the
    * answer frames and whatever a handler sends carry it on, so the trace continues.
    */
   traceparent: string | undefined;
@@ -46,12 +46,26 @@ export interface PingFrame {
   ts: number;
 }
 
-export type ServerFrame = WelcomeFrame | DeliverFrame | AcceptedFrame | ErrorFrame | PingFrame;
+/**
+ * server → `routes` (an addition to docs/design.md §4, answering `subscribe_routes`): what this agent can
+ * reach now, by capability and by topic — 0, or the code a message would be refused with
+ * (2001, 2003, 3001). `full` replaces the view; otherwise the entries change, null removes one.
+ */
+export interface RoutesFrame {
+  type: 'routes';
+  full: boolean;
+  capabilities: Record<string, number | null>;
+  topics: Record<string, number | null>;
+}
+
+export type ServerFrame = WelcomeFrame | DeliverFrame | AcceptedFrame | ErrorFrame | PingFrame | RoutesFrame;
 
 export type AgentFrame =
   | { type: 'hello'; agent_id: string; token: string; last_seq?: number }
+  /** Asks for the `routes` view (pre-flight, R-G6): a full one now, changes after. */
+  | { type: 'subscribe_routes' }
   | { type: 'ack'; seq: number; message_id: string; traceparent?: string }
-  /** "Still working on it": extends the delivery's ack deadline by its ack window (DESIGN §4 addition). */
+  /** "Still working on it": extends the delivery's ack deadline by its ack window (docs/design.md §4 addition). */
   | { type: 'progress'; seq: number; message_id: string }
   | { type: 'reject'; seq: number; message_id: string; code: number; reason: string; retryable: boolean; traceparent?: string }
   | {
@@ -138,6 +152,15 @@ export function normaliseMessage(raw: Record<string, unknown>): ReachMessage | u
   return msg;
 }
 
+/** A `routes` map: name → code (or null: removed); anything else is dropped. */
+function codes(v: unknown): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return out;
+  for (const [k, c] of Object.entries(v as Record<string, unknown>))
+    if (c === null || (typeof c === 'number' && Number.isInteger(c))) out[k] = c as number | null;
+  return out;
+}
+
 /** Parses one inbound text frame; undefined for frames this SDK does not understand. */
 export function parseServerFrame(text: string): ServerFrame | undefined {
   let raw: unknown;
@@ -173,6 +196,8 @@ export function parseServerFrame(text: string): ServerFrame | undefined {
     case 'ping':
     case 'pong':
       return { type: f.type, ts: num(f.ts) ?? Date.now() };
+    case 'routes':
+      return { type: 'routes', full: f.full === true, capabilities: codes(f.capabilities), topics: codes(f.topics) };
     default:
       return undefined;
   }

@@ -3,7 +3,7 @@ import { fetchFor, type ClientTls } from './tls.js';
 
 /**
  * JSON over HTTP for the SDK's clients. Every failure becomes a ReachError: the public error
- * body of DESIGN §3 keeps its code and name, an unreachable service is 5002 (retryable), a
+ * body of docs/design.md §3 keeps its code and name, an unreachable service is 5002 (retryable), a
  * timeout 1001. The HTTP status and `Retry-After` go into `details`.
  */
 export interface JsonResponse<T> {
@@ -24,13 +24,13 @@ export interface JsonRequest {
   tls?: ClientTls | undefined;
 }
 
-/** The ReachError a DESIGN §3 error body (or a bare HTTP status) stands for. */
+/** The ReachError a docs/design.md §3 error body (or a bare HTTP status) stands for. */
 export function errorFromBody(status: number, body: unknown, retryAfter?: string | null): ReachError {
   const err = (body as { error?: { code?: unknown; name?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
   const details: Record<string, unknown> = { http_status: status };
   if (retryAfter) details.retry_after = retryAfter;
   if (err?.details && typeof err.details === 'object') Object.assign(details, err.details);
-  // A code outside DESIGN §6 is kept as the service said it, next to the nearest known code.
+  // A code outside docs/design.md §6 is kept as the service said it, next to the nearest known code.
   if (typeof err?.code === 'number' && !isKnownCode(err.code)) details.server_code = err.code;
   if (typeof err?.name === 'string' && !(typeof err.code === 'number' && isKnownCode(err.code))) details.server_name = err.name;
   const message = typeof err?.message === 'string' ? err.message : `HTTP ${status}`;

@@ -1,6 +1,7 @@
 export * from './types.js';
 export * from './node-types.js';
 export { AgentNode } from './agent-node.js';
+export { AgentReplacedError } from './agent-replaced.js';
 export * from './reach-client.js';
 export * from './registry-client.js';
 export * from './session.js';
@@ -17,3 +18,9 @@ export { tokenLifetime, refreshDelayMs } from './token-expiry.js';
 // Handlers throw these; re-exported so an agent needs only the SDK.
 export { ReachError, NonRetryableError, ERROR_CODES, type Logger } from '@reach/core';
 export { fetchFor, stackClientTls, tlsFromFiles, wsTlsOptions, type ClientTls, type FetchFn } from './tls.js';
+export { modeOf, REACH_MODES, type ReachMode } from './mode.js';
+// Direct mode's control plane is `@reach/sdk/direct` (loaded only by whoever uses it); its types are here.
+export type { LocalReach, LocalReachOptions, SubmitOptions } from './direct/local-reach.js';
+export type { MessageRow, TimelineEntry } from './direct/timeline.js';
+export type { AgentTransport, AgentConnection, RegistryApi } from './transport.js';
+export { workerHandler, type WorkerHandlerOptions } from './worker-handler.js';

@@ -1,8 +1,8 @@
 import type { LoadReport } from './types.js';
 
 /**
- * The node's real load for heartbeats (SPEC R-A5): handler outcomes of the last five minutes
- * (the window SPEC R-B3 scores health over), bounded to the newest `maxSamples`.
+ * The node's real load for heartbeats (R-A5): handler outcomes of the last five minutes
+ * (the window R-B3 scores health over), bounded to the newest `maxSamples`.
  */
 export interface LoadTrackerOptions {
   /** Default 5 min. */

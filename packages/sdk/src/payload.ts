@@ -1,7 +1,7 @@
 /**
  * Payload encoding for frames and HTTP bodies: any JSON value travels as `payload`; bytes
  * (Buffer / Uint8Array) travel as `payload_b64` with a non-JSON content type, because the
- * envelope's payload is opaque bytes (DESIGN §2) and JSON cannot carry raw bytes.
+ * envelope's payload is opaque bytes (docs/design.md §2) and JSON cannot carry raw bytes.
  */
 export function encodePayload(value: unknown): { payload?: unknown; payload_b64?: string; binary: boolean } {
   if (value instanceof Uint8Array) return { payload_b64: Buffer.from(value).toString('base64'), binary: true };

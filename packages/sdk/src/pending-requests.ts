@@ -1,5 +1,6 @@
 import { ReachError, errorInfo, isKnownCode, type ErrorName } from '@reach/core';
 import { RESULT_STATUS_HEADER, type Reply } from './node-types.js';
+import { payloadBytes } from './payload.js';
 import { contextFromHeaders } from './session.js';
 import type { ReachMessage, Receipt } from './types.js';
 
@@ -59,7 +60,8 @@ export class PendingRequests {
       return true;
     }
     const updated = contextFromHeaders(m.headers);
-    p.resolve({ payload: m.payload ?? null, context: { ...p.context, ...updated }, updated, message: m });
+    // A binary result (a handler that returned bytes) comes as payload_b64: it resolves as a Buffer.
+    p.resolve({ payload: payloadBytes(m) ?? m.payload ?? null, context: { ...p.context, ...updated }, updated, message: m });
     return true;
   }
 

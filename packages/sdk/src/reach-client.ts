@@ -6,7 +6,7 @@ import type { ClientTls } from './tls.js';
 import type { SendFields } from './types.js';
 
 /**
- * A plain HTTP client of the public API (DESIGN §3) for senders that are not agents, scripts
+ * A plain HTTP client of the public API (docs/design.md §3) for senders that are not agents, scripts
  * and the `reach` CLI: submit messages (optionally waiting for the handler's result), ask for
  * a message's status and timeline, a trace, and the registry's agents.
  */
@@ -23,7 +23,7 @@ export interface ReachClientOptions {
 }
 
 export interface SubmitOptions {
-  /** Sent as the `Idempotency-Key` header (SPEC R-D5). */
+  /** Sent as the `Idempotency-Key` header (R-D5). */
   idempotencyKey?: string;
   /** Wait up to this long for the handler's result (`?wait_ms=`, R-C9). */
   waitMs?: number;

@@ -3,7 +3,7 @@ import { joinUrl, listOf, requestJson } from './http.js';
 import type { ClientTls } from './tls.js';
 import type { AgentDescriptor, LoadReport, Registration } from './types.js';
 
-/** One agent as the registry lists it (DESIGN §3 `GET /v1/agents`); fields beyond these pass through. */
+/** One agent as the registry lists it (docs/design.md §3 `GET /v1/agents`); fields beyond these pass through. */
 export interface AgentInfo {
   agent_id: string;
   agent_type?: string;
@@ -21,7 +21,7 @@ export interface AgentQuery {
   domain?: string;
 }
 
-/** The registry's agent API (DESIGN §3): register, heartbeat, deregister, list, show. */
+/** The registry's agent API (docs/design.md §3): register, heartbeat, deregister, list, show. */
 export class RegistryClient {
   constructor(
     readonly url: string,

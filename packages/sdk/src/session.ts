@@ -1,5 +1,5 @@
 /**
- * Session context fragments (SPEC R-G3). A delegated task carries pieces of its caller's
+ * Session context fragments (R-G3). A delegated task carries pieces of its caller's
  * context in envelope headers named `reach-context-<name>` (values are strings; JSON is the
  * convention for structured fragments). The handler reads them from `ctx.session`, may set new
  * or updated fragments, and the SDK returns exactly those with the result (in the `result`

@@ -3,7 +3,7 @@ import type { AgentApi, RequestOptions, SendOptions } from './node-types.js';
 import type { SendFields } from './types.js';
 
 /**
- * What a handler sends continues its delivery's trace (SPEC R-F1): the delivery's traceparent
+ * What a handler sends continues its delivery's trace (R-F1): the delivery's traceparent
  * when the dispatcher sent one, else at least its trace_id. A caller's own traceparent or trace
  * id always wins.
  */
@@ -17,7 +17,7 @@ export function continuingApi(api: AgentApi, d: DeliverFrame): AgentApi {
     get agentId() {
       return api.agentId;
     },
-    send: (f) => api.send(fields(f)),
+    send: (f, o) => api.send(fields(f), o),
     publish: (topic, payload, o: SendOptions = {}) => api.publish(topic, payload, options(o)),
     request: (capability, payload, o: RequestOptions = {}) => api.request(capability, payload, options(o)),
     requestReply: (capability, payload, o: RequestOptions = {}) => api.requestReply(capability, payload, options(o)),

@@ -1,6 +1,6 @@
 /**
- * The public shapes the SDK speaks: the agent descriptor of SPEC R-A1 (sent to
- * `POST /v1/agents`), the envelope in its JSON form (DESIGN §2/§3, snake_case Avro names) as
+ * The public shapes the SDK speaks: the agent descriptor of R-A1 (sent to
+ * `POST /v1/agents`), the envelope in its JSON form (docs/design.md §2/§3, snake_case Avro names) as
  * handlers receive it, and the fields a sender may set.
  */
 
@@ -8,7 +8,7 @@ export type CapabilityMode = 'handle' | 'subscribe';
 export type Consumption = 'single' | 'aggregate' | 'stream' | 'batch';
 export type Priority = 'HIGH' | 'NORMAL' | 'LOW';
 
-/** One capability an agent offers (SPEC R-A1). A bare string means `{ name, mode: 'handle' }`. */
+/** One capability an agent offers (R-A1). A bare string means `{ name, mode: 'handle' }`. */
 export interface CapabilitySpec {
   /** Exact tag, `verb_object` or `verb:object` (e.g. `parse_pdf`, `query:orders`). */
   name: string;
@@ -19,6 +19,9 @@ export interface CapabilitySpec {
   /** Data sources, access level, acceptable timeout range. */
   scope?: Record<string, unknown>;
   constraints?: Record<string, unknown>;
+  /** What the capability does, and example inputs: the skill's description and examples on the A2A Agent Card (kept in `scope`). */
+  description?: string;
+  examples?: string[];
 }
 
 export interface AgentMetadata {
@@ -27,14 +30,14 @@ export interface AgentMetadata {
   region?: string;
   timezone?: string;
   model?: string;
-  /** Security domain (SPEC R-A8). */
+  /** Security domain (R-A8). */
   domain?: string;
   weight?: number;
   extra?: Record<string, string>;
   [key: string]: unknown;
 }
 
-/** The capability descriptor an agent registers with (SPEC R-A1). */
+/** The capability descriptor an agent registers with (R-A1). */
 export interface AgentDescriptor {
   /** Globally unique id; omitted = the registry assigns one. Kept across token refreshes. */
   agent_id?: string;
@@ -44,10 +47,11 @@ export interface AgentDescriptor {
   metadata?: AgentMetadata;
   /** Lease TTL in seconds (registry default 60); heartbeats are due every TTL/2. */
   ttl_s?: number;
-  endpoints?: { ws?: string; http?: string; protocol_version?: string };
+  /** `a2a`: the JSON-RPC URL of an A2A agent (docs/a2a.md), instead of `http`. */
+  endpoints?: { ws?: string; http?: string; a2a?: string; protocol_version?: string };
 }
 
-/** The registry's answer to `POST /v1/agents` (DESIGN §3). */
+/** The registry's answer to `POST /v1/agents` (docs/design.md §3). */
 export interface Registration {
   agent_id: string;
   lease_id: string;
@@ -58,7 +62,7 @@ export interface Registration {
   warnings?: Array<{ field?: string; message: string }>;
 }
 
-/** What a heartbeat reports (SPEC R-A5). */
+/** What a heartbeat reports (R-A5). */
 export interface LoadReport {
   /** Handlers running right now. */
   current_load: number;

@@ -12,7 +12,7 @@ function refused(status: 401 | 403, message: string): Reply {
 }
 
 /**
- * The gate of every admin endpoint (DESIGN §3): the admin token passes (undefined); no token,
+ * The gate of every admin endpoint (docs/design.md §3): the admin token passes (undefined); no token,
  * or one nobody issued → 401; a genuine agent token (even an expired one: its signature still
  * proves who holds it) → 403, the caller is known but not allowed. Both carry the 1003
  * AUTH_FAILED body. `what` names the API in the message, e.g. "the quota API".

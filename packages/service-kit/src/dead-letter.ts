@@ -46,6 +46,8 @@ export interface DeadLetterInput {
   history?: unknown;
   /** Where the message came from when there is no consumed record (e.g. HTTP). */
   sourceTopic?: string;
+  /** The position on sourceTopic of the record the message came from, when it is known but not consumed here (a buffered delivery). */
+  sourcePosition?: { partition: number; offset: string };
   /** The producer, when there is neither an envelope nor a record to name it (a folded flood of refusals). */
   producer?: string;
 }
@@ -67,8 +69,8 @@ export function deadLetterRecord(codec: SchemaCodec, input: DeadLetterInput, now
     at: now,
     service: input.service,
     source_topic: input.record?.topic ?? input.sourceTopic ?? 'http',
-    source_partition: input.record?.partition ?? -1,
-    source_offset: input.record ? Number(input.record.offset) : -1,
+    source_partition: input.record?.partition ?? input.sourcePosition?.partition ?? -1,
+    source_offset: input.record ? Number(input.record.offset) : input.sourcePosition ? Number(input.sourcePosition.offset) : -1,
     attempts: input.attempts ?? 0,
     producer: env?.producer ?? input.record?.headers['reach-producer'] ?? input.producer ?? null,
     trace_id: env?.trace_id ?? null,
@@ -95,6 +97,27 @@ export function deadLetterRecord(codec: SchemaCodec, input: DeadLetterInput, now
       // The failed record's context: a stage's outputs are re-pointed to its span, so the
       // dead-letter service's span becomes a child of the span that gave up.
       ...(input.record?.headers.traceparent ? { traceparent: input.record.headers.traceparent } : {}),
+    },
+  };
+}
+
+/**
+ * A record the dead-letter stage itself cannot store, for reach.poison.v1: its key, value and
+ * headers as consumed (credentials dropped) plus where it came from and why it failed, so an
+ * operator can read it with any Kafka client and produce it again to its source topic once the
+ * cause is fixed. Sending it to reach.dlq.v1 would loop.
+ */
+export function poisonRecord(record: InRecord, service: string, err: unknown): OutRecord {
+  const message = err instanceof Error ? err.message : String(err);
+  return {
+    topic: TOPICS.poison.name,
+    key: record.key,
+    value: record.value,
+    headers: {
+      ...withoutSecrets(record.headers),
+      'reach-poison-error': message.slice(0, 4000),
+      'reach-poison-service': service,
+      'reach-poison-source': `${record.topic}/${record.partition}/${record.offset}`,
     },
   };
 }

@@ -13,3 +13,5 @@ export * from './audit.js';
 export * from './auth-throttle.js';
 export * from './tls.js';
 export * from './token-keys.js';
+export * from './retention.js';
+export * from './registry-views.js';

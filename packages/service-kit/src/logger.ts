@@ -2,7 +2,7 @@ import pino from 'pino';
 import type { Logger } from '@reach/core';
 
 /**
- * Structured JSON logs, one line per event (DESIGN §8). Base fields name the service and the
+ * Structured JSON logs, one line per event (docs/design.md §8). Base fields name the service and the
  * instance; per-message loggers add trace_id and message_id (see `forMessage`).
  */
 export function createLogger(opts: { service: string; instance: string; level: string }): Logger {

@@ -7,13 +7,21 @@ export const EVENT_LOOP_SAMPLE_MS = 100;
 
 /**
  * One prom-client registry per process. Every metric is named `reach_<service>_<what>_<unit>`
- * (DESIGN §8) with bounded labels: never a message id or agent id as a label value.
+ * (docs/design.md §8) with bounded labels: never a message id or agent id as a label value.
  */
 export class ServiceMetrics {
   readonly registry = new Registry();
   readonly prefix: string;
   readonly stageRecords: Counter<'topic' | 'outcome'>;
   readonly stageSeconds: Histogram<'topic'>;
+  /**
+   * Records a stage could never process (undecodable, an unknown schema, content PostgreSQL
+   * refuses), by topic and where they went: `dlq` (reach.dlq.v1), `poison_topic`
+   * (reach.poison.v1, the dead-letter stage's own), `stored_raw` / `stored_sanitized` (kept
+   * in the store in a form it accepts), `skipped` (a table view's record). The partition moves
+   * on in every case; the ReachPoisonRecords alert watches this counter in every service.
+   */
+  readonly poisonRecords: Counter<'topic' | 'parked'>;
 
   constructor(service: string) {
     this.prefix = `reach_${service.replace(/-/g, '_')}_`;
@@ -25,6 +33,11 @@ export class ServiceMetrics {
       'consumed_records_total',
       'Records handled by the consume loop, by outcome (ok, poison → DLQ, retry → dependency failure).',
       ['topic', 'outcome'],
+    );
+    this.poisonRecords = this.counter(
+      'poison_records_total',
+      'Records that can never be processed (undecodable, unknown schema, refused by PostgreSQL for their content), by topic and where they were parked; the partition moves on.',
+      ['topic', 'parked'],
     );
     this.stageSeconds = this.histogram(
       'handle_duration_seconds',

@@ -28,6 +28,7 @@ export class PeriodicJob {
           if (!this.stopped) this.timer = setTimeout(tick, this.intervalMs);
         });
     };
+    if (this.stopped) return; // stopped before it started (a shutdown during the first round)
     this.timer = setTimeout(tick, this.intervalMs);
   }
 

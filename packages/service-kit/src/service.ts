@@ -20,7 +20,7 @@ import {
   type RunningBatchStage,
   type StageHandlerContext,
 } from '@reach/kafka';
-import { createPgPool, createRedis, ensurePartitions, migrate, type Pool, type Redis } from '@reach/store';
+import { createPgPool, createRedis, migrate, type Pool, type Redis } from '@reach/store';
 import { createTracer, type Tracer } from '@reach/tracing';
 import { createLogger } from './logger.js';
 import { ServiceMetrics } from './metrics.js';
@@ -208,7 +208,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
     };
   });
   http.route('GET', '/metrics', async () => ({ status: 200, body: await metrics.registry.metrics(), text: true }));
-  // The served routes (issue #13): public like the API they list (DESIGN §3); the auth matrix
+  // The served routes (issue #13): public like the API they list (docs/design.md §3); the auth matrix
   // test walks every one of them, so a new endpoint cannot go untested.
   http.route('GET', '/v1/routes', () => ({ status: 200, body: { service: def.name, routes: http.routeTable() } }));
   http.throttleAuthFailures(new AuthFailureThrottle({ limit: config.authFailureLimit, windowMs: config.authFailureWindowS * 1000 }), [
@@ -298,7 +298,8 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
         return createProducer(kafka);
       })(),
       codec.init(topicSchemaBindings()),
-      pg && migrate(pg, log).then(() => ensurePartitions(pg)),
+      // the read model's partitions are the tracker's (its only writer): it creates and drops them
+      pg && migrate(pg, log),
     ]);
     cleanups.push(() => producer.disconnect());
 
@@ -342,6 +343,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
           onFatal: fatal,
           onRecord: (outcome, record, ms) => {
             stageCounter.inc({ topic: record.topic, outcome });
+            if (outcome === 'poison') metrics.poisonRecords.inc({ topic: record.topic, parked: 'dlq' });
             stageSeconds.observe({ topic: record.topic }, ms / 1000);
           },
         });

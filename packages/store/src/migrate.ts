@@ -6,7 +6,7 @@ import type { Pool, PoolClient } from 'pg';
 import { ReachError, type Logger } from '@reach/core';
 
 /**
- * Versioned SQL migrations. Every service runs `migrate()` at start (DESIGN §7: "migrations run
+ * Versioned SQL migrations. Every service runs `migrate()` at start (docs/design.md §7: "migrations run
  * on start"), so the runner must be safe when seven processes call it at the same moment, and
  * must refuse to run against a history it does not recognise.
  */

@@ -31,3 +31,18 @@ export interface MessageColumns<Time = Date> {
   /** The ReachRule that routed the message, if one matched. */
   rule: string | null;
 }
+
+/**
+ * A handler's result is kept exactly as the agent sent it (docs/protocol.md). jsonb cannot
+ * hold NUL (`\u0000`), which JSON and so a result may carry; such a result is stored as a jsonb
+ * string holding its JSON text (in which NUL is the six characters `\u0000`). A result is
+ * otherwise always an object (`{status, payload}`), so a string means "JSON text inside".
+ * `resultForJsonb` makes the text the tracker writes; `resultFromJsonb` reads either form back.
+ */
+export function resultForJsonb(json: string): string {
+  return json.includes('\\u0000') ? JSON.stringify(json) : json;
+}
+
+export function resultFromJsonb(stored: unknown): unknown {
+  return typeof stored === 'string' ? (JSON.parse(stored) as unknown) : stored;
+}

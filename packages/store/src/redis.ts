@@ -4,7 +4,7 @@ import { redactUrl, type Logger } from '@reach/core';
 
 /**
  * The one place Agent-Reach creates Redis clients. Redis holds hot, expiring state only, and
- * every user of it has a fallback (SPEC R-D12: "Redis down: routing continues from local
+ * every user of it has a fallback (R-D12: "Redis down: routing continues from local
  * state"), so a client must fail commands quickly while Redis is away and reconnect by itself,
  * never hang a caller or crash the process.
  */

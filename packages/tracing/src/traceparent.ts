@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 /**
  * W3C Trace Context `traceparent` (https://www.w3.org/TR/trace-context/#traceparent-header):
  * `<version>-<trace-id 32 hex>-<parent-id 16 hex>-<flags 2 hex>`. Pure helpers: Agent-Reach
- * carries this header on every Kafka hop, in WebSocket frames and on HTTP pushes (SPEC R-F1).
+ * carries this header on every Kafka hop, in WebSocket frames and on HTTP pushes (R-F1).
  */
 export interface TraceContext {
   readonly traceId: string;

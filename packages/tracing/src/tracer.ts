@@ -1,5 +1,5 @@
 /**
- * Spans per pipeline stage (SPEC R-F1), exported over OTLP/HTTP when REACH_OTLP_ENDPOINT is
+ * Spans per pipeline stage (R-F1), exported over OTLP/HTTP when REACH_OTLP_ENDPOINT is
  * set, and nothing at all when it is not: the OpenTelemetry SDK is imported only when an
  * endpoint is configured, and the no-op tracer hands out one shared span object, so a stage
  * pays a property read when tracing is off.

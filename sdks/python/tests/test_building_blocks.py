@@ -204,3 +204,50 @@ def test_the_testing_kit_finds_the_stack_by_the_services_variables(tmp_path: Pat
 def test_dispatcher_urls_get_the_connect_path() -> None:
     assert _ws_url("http://127.0.0.1:7412") == "ws://127.0.0.1:7412/v1/connect"
     assert _ws_url("wss://reach.example/v1/connect") == "wss://reach.example/v1/connect"
+
+
+def test_dedupe_cache_stays_bounded_under_100k_distinct_keys() -> None:
+    """R-G4: 100,000 distinct keys leave the cache at its entry bound; the newest stay, the oldest
+    go; and memory is flat once the cache is full (80,000 more keys move it by less than 8 MiB)."""
+    import gc
+    import tracemalloc
+
+    from agent_reach.dedupe import DedupeCache, DedupeOptions, Handled
+
+    cache = DedupeCache(DedupeOptions())
+    held: list[int] = []
+    tracemalloc.start()
+    try:
+        for i in range(100_000):
+            cache.set(f"key:{i}", Handled({"seen": i, "note": "x" * 100}))
+            if i + 1 in (20_000, 100_000):
+                gc.collect()
+                held.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert held[1] - held[0] < 8 * 1024 * 1024, held
+    assert len(cache) == DedupeOptions().max_entries
+    assert cache.byte_size <= DedupeOptions().max_bytes
+    assert cache.get("key:99999") is not None and cache.get("key:0") is None
+
+
+def test_the_routes_view_decides_only_when_complete_and_lets_a_message_that_may_wait_go() -> None:
+    """R-G6: no verdict before a full view or after reset (a dropped connection); with expire_at
+    only 2003 refuses (the router parks the rest)."""
+    from agent_reach.frames import Routes
+    from agent_reach.routes_view import RoutesView
+
+    view = RoutesView()
+    view.apply(Routes(full=False, capabilities={"parse_pdf": 2001}, topics={}))
+    assert view.verdict("capability", "parse_pdf") is None and view.refusal("capability", "parse_pdf") is None
+    view.apply(Routes(full=True, capabilities={"parse_pdf": 2001, "read_ledger": 2003, "flaky": 3001}, topics={"orders": 0}))
+    assert [view.verdict("capability", n) for n in ("parse_pdf", "read_ledger", "flaky@2", "nobody")] == [2001, 2003, 3001, None]
+    refused = view.refusal("capability", "parse_pdf")
+    assert refused is not None and (refused.code, refused.details["preflight"]) == (2001, "local")
+    assert view.refusal("capability", "parse_pdf", may_wait=True) is None
+    assert view.refusal("capability", "flaky", may_wait=True) is None
+    denied = view.refusal("capability", "read_ledger", may_wait=True)
+    assert denied is not None and denied.code == 2003
+    assert view.refusal("topic", "orders") is None
+    view.reset()
+    assert (view.ready, view.verdict("capability", "read_ledger"), view.refusal("capability", "read_ledger")) == (False, None, None)

@@ -29,7 +29,9 @@ async def test_a_python_and_a_typescript_agent_request_each_other(reach_stack: L
     assert proc.stdout is not None
     try:
         ts_id = (await read_line(proc.stdout, "TypeScript agent")).split()[-1]
-        await wait_until_routable(ts_id, reach_stack)
+        # Until the router routes to it AND the Python node's own pre-flight view (its dispatcher's
+        # `routes` frames, a few milliseconds behind or ahead of the router) says so too.
+        await wait_until_routable(ts_id, reach_stack, views=[python.node])
 
         reply = await python.node.request_reply(ts_cap, {"ask": py_cap, "n": 1}, context={"user": '{"name":"Ada"}'}, timeout=30)
         assert reply.payload == {
@@ -49,3 +51,4 @@ async def test_a_python_and_a_typescript_agent_request_each_other(reach_stack: L
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
+

@@ -141,6 +141,111 @@ async def test_reject_non_retryable(start_agent: Any, reach_client: ReachClient)
     assert rejected[0]["detail"]["agent_reason"] == "field total is missing"
 
 
+@scenario("refusal-keeps-health")
+async def test_refusal_keeps_health(start_agent: Any, reach_client: ReachClient) -> None:
+    """The README's agent refuses bad input with a NonRetryableError: that is the agent working
+    correctly, so the health its heartbeats report stays 1 and it stays ONLINE and routable (it
+    went to health 0, COOLDOWN, and 2001 for its senders)."""
+    cap = unique_capability("parse")
+
+    async def parse(msg: Message) -> dict[str, int]:
+        if not msg.payload:
+            raise NonRetryableError("INVALID_ENVELOPE", "payload is empty")
+        return {"pages": 3}
+
+    agent = await start_agent(handlers={cap: parse}, descriptor={"ttl_s": 2})  # a heartbeat every second
+    for _ in range(3):
+        with pytest.raises(ReachError) as refused:
+            await reach_client.submit({"capability": cap, "payload": None}, wait_ms=15_000)
+        assert refused.value.code == 3003
+    assert len(agent.received) == 3
+
+    async def lease() -> Any:
+        listed = await reach_client.agents(capability=cap)
+        return listed[0]["lease_expires_at"] if listed else None
+
+    # Two heartbeats later the registry has one that was sent after the refusals.
+    before = await lease()
+
+    async def first_beat() -> Any:
+        now = await lease()
+        return now if now != before else None
+
+    first = await eventually("a heartbeat", first_beat)
+
+    async def second_beat() -> bool:
+        return (await lease()) != first
+
+    await eventually("a second heartbeat", second_beat)
+    [listed] = await reach_client.agents(capability=cap)
+    assert (listed["agent_id"], listed["status"], listed["load"]["health"]) == (agent.agent_id, "ONLINE", 1)
+    ok = await reach_client.submit({"capability": cap, "payload": {"doc": 1}}, wait_ms=15_000)
+    assert (ok["status"], ok["result"]) == ("DELIVERED", {"status": "ok", "payload": {"pages": 3}})
+
+
+async def test_crash_counts_against_health(start_agent: Any, reach_client: ReachClient) -> None:
+    """A crash still lowers the health the node reports (only a final refusal does not)."""
+    cap = unique_capability("crash")
+
+    async def crash(msg: Message) -> None:
+        raise RuntimeError("bug")
+
+    agent = await start_agent(handlers={cap: crash})
+    assert agent.node.load()["health"] == 1
+    await reach_client.submit({"capability": cap, "payload": {}, "retryable": False})
+    await until("the failure is counted", lambda: agent.node.load()["health"] < 1)
+
+
+@scenario("publish-fanout")
+async def test_publish_fanout(start_agent: Any, reach_client: ReachClient) -> None:
+    """A publish ends DELIVERED once the router fanned it out; each subscriber's copy ends
+    DELIVERED on its own id; the publisher gets no receipt. A waiting sender is answered with the
+    copies. (The parent stayed ROUTED until the stuck sweep declared it DEAD 3005.)"""
+    topic = unique_capability("orders")
+
+    async def noted(msg: Message) -> None:
+        return None
+
+    a = await start_agent(subscriptions={topic: noted})
+    b = await start_agent(subscriptions={topic: noted})
+    publisher = await start_agent()
+    receipts: list[Any] = []
+    publisher.node.on("receipt", receipts.append)
+
+    parent = await publisher.node.publish(topic, {"order": 7})
+    await until("both subscribers got the event", lambda: len(a.received) == 1 and len(b.received) == 1)
+    status = await reached(reach_client, parent, "DELIVERED")
+    assert (status["topic"], status["agent_id"], status["code"]) == (topic, None, None)
+    assert [e["state"] for e in await reach_client.events(parent)] == ["PENDING", "ROUTED", "DELIVERED"]
+    for sub in (a, b):
+        copy = sub.received[0].message_id
+        assert copy != parent
+        s = await reached(reach_client, copy, "DELIVERED")
+        assert (s["agent_id"], s["parent_message_id"], s["code"]) == (sub.agent_id, parent, None)
+
+    waited = await reach_client.submit({"topic": topic, "message_type": "event", "payload": {"order": 8}}, wait_ms=15_000)
+    assert (waited["status"], waited["copies_total"], waited["http_status"]) == ("DELIVERED", 2, 200)
+    assert sorted(c["agent_id"] for c in waited["copies"]) == sorted([a.agent_id, b.agent_id])
+    assert receipts == []  # nothing failed, and a terminal parent cannot die later
+
+
+@scenario("publish-no-subscriber")
+async def test_publish_no_subscriber(start_agent: Any, reach_client: ReachClient) -> None:
+    """A publish nobody subscribes to ends REJECTED 2001, and the publisher gets that receipt."""
+    topic = unique_capability("nobody")
+    publisher = await start_agent()
+    receipts: list[Any] = []
+    publisher.node.on("receipt", receipts.append)
+    parent = await publisher.node.publish(topic, {"order": 1})
+    await until("the receipt", lambda: len(receipts) == 1)
+    assert (receipts[0].message_id, receipts[0].status, receipts[0].code) == (parent, "REJECTED", 2001)
+    status = await reached(reach_client, parent, "REJECTED")
+    assert status["code"] == 2001
+    with pytest.raises(ReachError) as nobody:
+        await reach_client.submit({"topic": topic, "message_type": "event", "payload": {}}, wait_ms=15_000)
+    assert nobody.value.code == 2001
+
+
 @pytest_asyncio.fixture
 async def proxy(reach_stack: LocalStack) -> AsyncIterator[ChaosProxy]:
     p = await ChaosProxy(reach_stack.dispatcher_url).start()
@@ -228,6 +333,31 @@ async def test_duplicate_4001(start_agent: Any, reach_client: ReachClient, reach
         # The node did not deregister (the agent was not its any more): clean up as admin.
         async with httpx.AsyncClient() as http:
             await http.delete(f"{reach_stack.registry_url}/v1/agents/{agent.agent_id}", headers={"authorization": f"Bearer {reach_stack.admin_token}"})
+
+
+@scenario("duplicate-4001")
+async def test_two_nodes_with_one_agent_id(start_agent: Any, reach_client: ReachClient) -> None:
+    """Two nodes run with one agent id: the newer connection wins, the older node stops with
+    AgentReplacedError and does not reconnect, so the two never take turns."""
+    cap = unique_capability("twin")
+    agent_id = unique_name("py-twin")
+    first = await start_agent(handlers={cap: lambda msg: "first"}, descriptor={"agent_id": agent_id})
+    first_run = asyncio.ensure_future(first.node.run())
+    second = await start_agent(handlers={cap: lambda msg: "second"}, descriptor={"agent_id": agent_id})
+    second_disconnects: list[dict[str, Any]] = []
+    second.node.on("disconnected", second_disconnects.append)
+    with pytest.raises(AgentReplacedError, match="taken over by a newer connection"):
+        await asyncio.wait_for(first_run, 20)
+    # Past the older node's first reconnect (1 s + up to 20 % jitter) it would have taken the
+    # agent back; it does not: the newer node serves every message and is never disconnected.
+    await asyncio.sleep(2.5)
+    for i in range(3):
+        out = await reach_client.submit({"capability": cap, "payload": {"i": i}}, wait_ms=10_000)
+        assert out["result"] == {"status": "ok", "payload": "second"}
+    assert first.node.status == "stopped"
+    assert first.received == []
+    assert second_disconnects == []
+    assert second.node.connected
 
 
 @pytest_asyncio.fixture

@@ -13,7 +13,7 @@ import { QosHistory } from './qos-history.js';
 import { registerStatic } from './static.js';
 import { resolveUpstreams, upstreamFetch, UPSTREAM_PORT_OPTIONS } from './upstreams.js';
 
-// console: the operators' web page (SPEC R-F4; DESIGN §3 port 7420). A client of the stack
+// console: the operators' web page (R-F4; docs/design.md §3 port 7420). A client of the stack
 // like the CLI: it serves the page, forwards the page's calls to the services' public HTTP APIs,
 // and reads two things itself — consumer offsets (queue depth per stage) with a Kafka admin
 // client, and the registry's change feed for the QoS trend. It keeps no token of its own.

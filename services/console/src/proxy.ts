@@ -5,7 +5,7 @@ import type { UpstreamName } from './upstreams.js';
 
 /**
  * The page calls same-origin `/api/<service>/<path>`; the console forwards exactly these
- * public endpoints (DESIGN §3) and nothing else, with the caller's own Authorization header.
+ * public endpoints (docs/design.md §3) and nothing else, with the caller's own Authorization header.
  * The console holds no token: what an operator may see or replay is what their token allows.
  * No cookies are involved, so another site cannot make a browser replay anything.
  */

@@ -1,7 +1,7 @@
 import type { Logger, TokenSecret } from '@reach/core';
 import { adminOnly, type AuditLog, type HttpServer, type Reply, type Request } from '@reach/service-kit';
 import { entryJson } from './entry.js';
-import { bulkReplayFromBody, encodeCursor, listFilterFromQuery } from './filters.js';
+import { bulkReplayFromBody, encodeCursor, listFilterFromQuery, replayOneFromBody } from './filters.js';
 import type { DeadLetterMetrics } from './metrics.js';
 import { ReplayRefused, type Replayer } from './replayer.js';
 import type { DeadLetterStore } from './store.js';
@@ -29,9 +29,9 @@ function refused(err: ReplayRefused): Reply {
 }
 
 /**
- * The admin API of DESIGN §3 on the dead-letter port:
+ * The admin API of docs/design.md §3 on the dead-letter port:
  * `GET /v1/dlq` (reason, capability, status, since, until, limit, cursor; newest first),
- * `GET /v1/dlq/{id}`, `POST /v1/dlq/{id}/replay`, `POST /v1/dlq/replay` (filter body),
+ * `GET /v1/dlq/{id}`, `POST /v1/dlq/{id}/replay` (body `{dry_run}` optional), `POST /v1/dlq/replay` (filter body),
  * `DELETE /v1/dlq/{id}` (purge: the row stays for audit with status PURGED; its bytes and
  * payload are dropped).
  */
@@ -85,8 +85,10 @@ export function registerAdminApi(d: AdminApiDeps): void {
       'dlq.replay',
       'id',
       guard(async (req) => {
+        const { dryRun } = replayOneFromBody(await req.json());
         try {
-          return { status: 200, body: await d.replayer.replay(req.params.id!, 'manual') };
+          const id = req.params.id!;
+          return { status: 200, body: dryRun ? await d.replayer.preview(id) : await d.replayer.replay(id, 'manual') };
         } catch (err) {
           if (err instanceof ReplayRefused) return refused(err);
           throw err;

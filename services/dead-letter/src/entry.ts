@@ -1,5 +1,6 @@
 import { errorInfo, isKnownCode } from '@reach/core';
-import { envelopeToJson, type DeadLetter } from '@reach/envelope';
+import { storableEnvelopeJson, type DeadLetter } from '@reach/envelope';
+import { storableJson, storableText } from '@reach/store';
 
 /** Lifecycle of a stored dead letter (the CHECK of migration 003). */
 export type EntryStatus = 'PARKED' | 'REPLAYED' | 'PURGED' | 'DEAD';
@@ -56,6 +57,10 @@ export function historyOf(historyJson: string | null): unknown[] {
   }
 }
 
+function storable(v: string | null): string | null {
+  return v === null ? null : storableText(v);
+}
+
 /**
  * The row for a decoded reach.dlq.v1 record. `envelopeBytes` is the envelope framed for
  * reach.ingress.v1 (what a replay sends); an entry without an envelope keeps the raw bytes
@@ -66,23 +71,25 @@ export function entryFromDeadLetter(dl: DeadLetter, envelopeBytes: Buffer | null
   const known = dl.source_partition >= 0 && dl.source_offset >= 0;
   return {
     dlq_id: dl.dlq_id,
-    message_id: dl.message_id ?? env?.message_id ?? null,
+    message_id: storable(dl.message_id ?? env?.message_id ?? null),
     reason: dl.reason,
     code: dl.code,
-    error: dl.error,
+    error: storable(dl.error),
     service: dl.service,
     source_topic: dl.source_topic || null,
     // -1 means "no consumed record" (HTTP): left NULL so the source uniqueness does not apply.
     source_partition: known ? dl.source_partition : null,
     source_offset: known ? String(dl.source_offset) : null,
     attempts: dl.attempts,
-    producer: dl.producer ?? env?.producer ?? null,
-    trace_id: dl.trace_id ?? env?.trace_id ?? null,
-    capability: env?.capability ?? null,
-    message_type: env?.message_type ?? null,
-    history: JSON.stringify(historyOf(dl.history_json)),
+    producer: storable(dl.producer ?? env?.producer ?? null),
+    trace_id: storable(dl.trace_id ?? env?.trace_id ?? null),
+    capability: storable(env?.capability ?? null),
+    message_type: storable(env?.message_type ?? null),
+    // jsonb refuses NUL and lone surrogates (an agent's reject code or reason of an older dispatcher).
+    history: JSON.stringify(storableJson(historyOf(dl.history_json))),
     envelope: env ? envelopeBytes : (dl.raw_value ?? null),
-    envelope_json: env ? JSON.stringify(envelopeToJson(env)) : null,
+    // jsonb and text columns cannot hold NUL or lone surrogates, which a refused message may carry.
+    envelope_json: env ? JSON.stringify(storableEnvelopeJson(env)) : null,
     created_at: new Date(dl.at).toISOString(),
     traceparent,
   };
@@ -174,4 +181,63 @@ export function entryJson(row: EntryRow, full: boolean): Record<string, unknown>
     if (row.envelope_json === null) out.raw_b64 = row.envelope ? row.envelope.toString('base64') : null;
   }
   return out;
+}
+
+const TEXT_COLUMNS = [
+  'dlq_id',
+  'message_id',
+  'reason',
+  'error',
+  'service',
+  'source_topic',
+  'producer',
+  'trace_id',
+  'capability',
+  'message_type',
+  'traceparent',
+] as const satisfies ReadonlyArray<keyof EntryInsert>;
+
+/** JSON text that may hold what PostgreSQL refuses: NUL or a surrogate, raw or as an escape. */
+// eslint-disable-next-line no-control-regex
+const MAYBE_UNSTORABLE = /\\u0000|\\u[dD][89a-fA-F]|[\u0000\ud800-\udfff]/;
+
+function storableJsonText(json: string): string {
+  if (!MAYBE_UNSTORABLE.test(json)) return json;
+  try {
+    return JSON.stringify(storableJson(JSON.parse(json)));
+  } catch {
+    return storableText(json);
+  }
+}
+
+/**
+ * The row with the text PostgreSQL cannot store (NUL, lone surrogates) replaced by U+FFFD in
+ * its text and JSON columns; `envelope` (bytea, what a replay sends) is kept exact. The same
+ * object when there is nothing to replace.
+ */
+export function storableEntry(row: EntryInsert): EntryInsert {
+  const out: EntryInsert = { ...row };
+  let changed = false;
+  for (const col of TEXT_COLUMNS) {
+    const v = row[col];
+    if (typeof v !== 'string') continue;
+    const s = storableText(v);
+    if (s !== v) {
+      (out as unknown as Record<string, string>)[col] = s;
+      changed = true;
+    }
+  }
+  const history = storableJsonText(row.history);
+  if (history !== row.history) {
+    out.history = history;
+    changed = true;
+  }
+  if (row.envelope_json !== null) {
+    const env = storableJsonText(row.envelope_json);
+    if (env !== row.envelope_json) {
+      out.envelope_json = env;
+      changed = true;
+    }
+  }
+  return changed ? out : row;
 }

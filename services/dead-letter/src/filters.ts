@@ -29,7 +29,7 @@ function invalid(field: string, message: string): never {
   throw new ReachError('INVALID_ENVELOPE', `${field}: ${message}`, { details: { field } });
 }
 
-/** RFC 3339 or epoch milliseconds (DESIGN §3: requests may give either); shared with the other time filters. */
+/** RFC 3339 or epoch milliseconds (docs/design.md §3: requests may give either); shared with the other time filters. */
 export { parseTimeParam };
 
 function parseName(v: unknown, field: string): string | undefined {
@@ -90,6 +90,19 @@ export interface BulkReplayRequest {
   dryRun: boolean;
   ratePerS: number;
   limit: number;
+}
+
+/**
+ * `POST /v1/dlq/{id}/replay` with no body, or `{dry_run?}`: a dry run answers what the replay
+ * would do (the entry and the attempt it would start) and sends nothing.
+ */
+export function replayOneFromBody(body: unknown): { dryRun: boolean } {
+  if (body === undefined || body === null) return { dryRun: false };
+  if (typeof body !== 'object' || Array.isArray(body)) invalid('body', 'must be empty or a JSON object {"dry_run": true|false}');
+  const b = body as Record<string, unknown>;
+  for (const k of Object.keys(b)) if (k !== 'dry_run') invalid(k, 'is not a field of a replay (only dry_run)');
+  if (b.dry_run !== undefined && typeof b.dry_run !== 'boolean') invalid('dry_run', 'must be a boolean');
+  return { dryRun: b.dry_run === true };
 }
 
 /**

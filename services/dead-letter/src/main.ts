@@ -2,7 +2,8 @@ import { acceptsNewWork } from '@reach/agents';
 import type { AgentRecord, Presence } from '@reach/envelope';
 import { produceAll, startTableView, TOPICS, valueSubject } from '@reach/kafka';
 import { newerAgentRecord, newerPresence } from '@reach/routing';
-import { alertRecord, AuditLog, runService, type ServiceContext } from '@reach/service-kit';
+import { alertRecord, AuditLog, runService, scheduleRetention, type ServiceContext } from '@reach/service-kit';
+import { TablePurger, retentionCheckMs, retentionCutoff } from '@reach/store';
 import { registerAdminApi } from './admin-api.js';
 import { DeadLetterIngest } from './ingest.js';
 import { DeadLetterMetrics } from './metrics.js';
@@ -12,8 +13,8 @@ import { DeadLetterStore } from './store.js';
 import { Sweeper } from './sweeper.js';
 
 // dead-letter: the DLQ store, the stale sweep, redrive on a new capability and the
-// replay/purge admin API (DESIGN §1, §3; SPEC R-D11, R-B10). The only writer of dead_letters.
-const OPTIONS = ['adminToken', 'tokenSecret', 'dlqStaleAfterS'] as const;
+// replay/purge admin API (docs/design.md §1, §3; R-D11, R-B10). The only writer of dead_letters.
+const OPTIONS = ['adminToken', 'tokenSecret', 'dlqStaleAfterS', 'retentionDeadLetters'] as const;
 type Key = (typeof OPTIONS)[number];
 
 const AGENTS_SUBJECT = valueSubject(TOPICS.agents.name);
@@ -69,6 +70,10 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   const sweeper = new Sweeper(store, config.dlqStaleAfterS, metrics, ctx.log, (alert) => produceAll(ctx.producer, [alertRecord(ctx.codec, alert, ctx.log)]));
   sweeper.start();
   ctx.onShutdown(() => sweeper.stop());
+  // Dead letters of any status are kept REACH_RETENTION_DEAD_LETTERS from when they were stored.
+  const retentionS = config.retentionDeadLetters;
+  const deadLetters = new TablePurger(ctx.pg, { table: 'dead_letters', where: 'created_at < $1' });
+  scheduleRetention(ctx, retentionCheckMs(retentionS), async () => [{ table: 'dead_letters', rows: await deadLetters.purge(retentionCutoff(retentionS)) }]);
 }
 
 await runService({

@@ -19,7 +19,7 @@ export const REDRIVE_PASS_MS = 30_000;
 const BATCH = 500;
 
 /**
- * Automatic redrive (SPEC R-B10): follows reach.agents.v1 and, when an agent that can take a
+ * Automatic redrive (R-B10): follows reach.agents.v1 and, when an agent that can take a
  * parked NO_ROUTE message appears, sends the message back through ingress; one whose expire_at
  * passed becomes DEAD (EXPIRED) instead. Work runs off the Kafka consumer, one pass at a time.
  */

@@ -1,12 +1,12 @@
 import { ReachError, type Logger } from '@reach/core';
 import { TOPICS, produceAll, type OutRecord, type Producer } from '@reach/kafka';
-import { replayProblem, type EntryRow } from './entry.js';
+import { entryJson, replayProblem, type EntryRow } from './entry.js';
 import type { DeadLetterMetrics } from './metrics.js';
 import type { DeadLetterStore } from './store.js';
 import type { BulkReplayRequest } from './filters.js';
 import { NOOP_TRACER, type Tracer } from '@reach/tracing';
 
-/** Kafka headers of a replayed record on reach.ingress.v1 (DESIGN §2, docs/pipeline.md). */
+/** Kafka headers of a replayed record on reach.ingress.v1 (docs/design.md §2, docs/pipeline.md). */
 export const TOKEN_HEADER = 'reach-token';
 export const ATTEMPT_HEADER = 'reach-attempt';
 export const TRACEPARENT_HEADER = 'traceparent';
@@ -31,7 +31,11 @@ export interface ReplayResult {
   status: 'REPLAYED';
   attempt: number;
   replay_count: number;
+  dry_run: false;
 }
+
+/** What a replay would do (`dry_run`): the entry as listed, and the attempt it would start. Nothing is sent. */
+export type ReplayPreview = Record<string, unknown> & { dlq_id: string; attempt: number; dry_run: true };
 
 /**
  * The record that sends a stored envelope back through ingress and routing: the original
@@ -56,10 +60,26 @@ export function replayRecord(
   };
 }
 
-/** The attempt a replay starts: one past every attempt the entry or the read model has seen. */
-export function nextAttempt(entryAttempts: number, readModelAttempt: number): number {
-  return Math.max(entryAttempts, readModelAttempt) + 1;
+/**
+ * The attempt a replay starts: the one after every attempt made so far. The entry's `attempts`
+ * counts the attempts made (attempts 0 … attempts − 1; one attempt 0 is `attempts: 1`), the
+ * read model holds the latest attempt number, and the entry's history the attempts its earlier
+ * replays started (the read model may not show them yet). Always ≥ 1: ingress takes an
+ * attempt of 0 for a first send, not a replay. (Before, a replay after a single attempt 0 was
+ * reported and run as attempt 2: issue #25.)
+ */
+export function nextAttempt(entryAttempts: number, readModelAttempt: number | null, history: unknown = []): number {
+  const replayed = Array.isArray(history)
+    ? history.map((h) =>
+        h !== null && typeof h === 'object' && (h as { event?: unknown }).event === 'REPLAYED' ? Number((h as { attempt?: unknown }).attempt) : NaN,
+      )
+    : [];
+  const started = [readModelAttempt ?? 0, ...replayed.filter((n) => Number.isInteger(n) && n >= 0)];
+  return Math.max(1, entryAttempts, ...started.map((n) => n + 1));
 }
+
+/** The states an admin may replay an entry from (a redrive: PARKED only). */
+const REPLAYABLE_FROM: readonly string[] = ['PARKED', 'DEAD', 'REPLAYED'];
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
@@ -79,16 +99,11 @@ export class Replayer {
    * PARKED, DEAD or already REPLAYED entry; a redrive only a PARKED one (so two instances
    * never redrive the same entry twice).
    */
-  async replay(id: string, cause: ReplayCause, from: readonly string[] = ['PARKED', 'DEAD', 'REPLAYED']): Promise<ReplayResult> {
+  async replay(id: string, cause: ReplayCause, from: readonly string[] = REPLAYABLE_FROM): Promise<ReplayResult> {
     if (!this.adminToken) {
       throw new ReachError('DEPENDENCY_UNAVAILABLE', 'REACH_ADMIN_TOKEN is not set for the dead-letter service: replays cannot authenticate to ingress');
     }
-    const before = await this.store.get(id);
-    if (!before) throw new ReplayRefused(404, `dead letter ${id} not found`);
-    const problem = replayProblem(before);
-    if (problem) throw new ReplayRefused(409, `dead letter ${id} cannot be replayed: ${problem}`);
-    const readModel = before.message_id ? await this.store.lastAttempt(before.message_id) : 0;
-    const attempt = nextAttempt(before.attempts, readModel);
+    const { row: before, attempt } = await this.planned(id, from);
     const claimed = await this.store.claimForReplay(id, from, { event: 'REPLAYED', at: new Date().toISOString(), attempt, cause });
     if (!claimed) throw new ReplayRefused(409, `dead letter ${id} is ${before.status} and cannot be replayed now (another replay may have taken it)`);
     // The replay continues the trace the entry was stored under (migration 008).
@@ -110,7 +125,27 @@ export class Replayer {
     }
     this.metrics.replayed(cause, claimed.reason);
     this.log.info({ dlq_id: id, message_id: claimed.message_id, trace_id: claimed.trace_id, attempt, cause, reason: claimed.reason }, 'dead letter replayed');
-    return { dlq_id: id, message_id: claimed.message_id, status: 'REPLAYED', attempt, replay_count: claimed.replay_count };
+    return { dlq_id: id, message_id: claimed.message_id, status: 'REPLAYED', attempt, replay_count: claimed.replay_count, dry_run: false };
+  }
+
+  /**
+   * A dry run of `replay`: refused alike (404, 409), else the entry and the attempt a replay
+   * would start now. Nothing is claimed or sent (issue #25: the id form ignored --dry-run).
+   */
+  async preview(id: string, from: readonly string[] = REPLAYABLE_FROM): Promise<ReplayPreview> {
+    const { row, attempt } = await this.planned(id, from);
+    return { ...entryJson(row, false), dlq_id: row.dlq_id, attempt, dry_run: true };
+  }
+
+  /** The entry and the attempt its replay starts, or why it cannot be replayed from `from`. */
+  private async planned(id: string, from: readonly string[]): Promise<{ row: EntryRow; attempt: number }> {
+    const row = await this.store.get(id);
+    if (!row) throw new ReplayRefused(404, `dead letter ${id} not found`);
+    const problem = replayProblem(row);
+    if (problem) throw new ReplayRefused(409, `dead letter ${id} cannot be replayed: ${problem}`);
+    if (!from.includes(row.status)) throw new ReplayRefused(409, `dead letter ${id} is ${row.status} and cannot be replayed now`);
+    const readModel = row.message_id ? await this.store.lastAttempt(row.message_id) : null;
+    return { row, attempt: nextAttempt(row.attempts, readModel, row.history) };
   }
 
   /**

@@ -47,7 +47,7 @@ export interface HistoryEvent {
 
 const appendHistory = (param: string) => `history = history || jsonb_build_array(${param}::jsonb)`;
 
-/** The dead_letters table: the dead-letter service is its only writer (DESIGN §1). */
+/** The dead_letters table: the dead-letter service is its only writer (docs/design.md §1). */
 export class DeadLetterStore {
   constructor(private readonly pg: Pool) {}
 
@@ -108,10 +108,10 @@ export class DeadLetterStore {
     );
   }
 
-  /** The highest attempt the read model knows of a message (the tracker's table, read only). */
-  async lastAttempt(messageId: string): Promise<number> {
+  /** The highest attempt the read model knows of a message (the tracker's table, read only); null when it knows none. */
+  async lastAttempt(messageId: string): Promise<number | null> {
     const res = await this.pg.query<{ attempt: number | null }>('SELECT max(attempt) AS attempt FROM messages WHERE message_id = $1', [messageId]);
-    return res.rows[0]?.attempt ?? 0;
+    return res.rows[0]?.attempt ?? null;
   }
 
   /** Purge keeps the row for audit (status PURGED, raw bytes and payload dropped). */
@@ -155,7 +155,11 @@ export class DeadLetterStore {
       `UPDATE dead_letters SET status = 'DEAD', updated_at = now(), ${appendHistory('$1')}
         WHERE status = 'PARKED' AND reason = 'NO_ROUTE' AND envelope_json ? 'expire_at'
           AND jsonb_typeof(envelope_json->'expire_at') = 'string'
-          AND (envelope_json->>'expire_at')::timestamptz <= now()
+          -- Only a plain four-digit-year time is cast: one odd row (stored before the door
+          -- refused such expiries) must not fail the whole sweep on every run.
+          -- (CASE, because AND does not promise to test the pattern before the cast).
+          AND CASE WHEN envelope_json->>'expire_at' ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T'
+                   THEN (envelope_json->>'expire_at')::timestamptz <= now() ELSE false END
         RETURNING dlq_id, message_id, trace_id, reason, capability`,
       [JSON.stringify(event)],
     );

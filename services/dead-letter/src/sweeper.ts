@@ -8,7 +8,7 @@ export const SWEEP_INTERVAL_MS = 60_000;
 export const SWEEP_RETRY_MS = 5_000;
 
 /**
- * The sweep (SPEC R-D11, R-B10), at start and every minute (sooner again after a failure): parked NO_ROUTE messages whose
+ * The sweep (R-D11, R-B10), at start and every minute (sooner again after a failure): parked NO_ROUTE messages whose
  * expire_at passed become DEAD (EXPIRED); PARKED entries older than REACH_DLQ_STALE_AFTER_S
  * with no consumer become DEAD and raise an alert: one DEAD_LETTER_STALE event per sweep on
  * reach.alerts.v1 (and its error log line), a warn line per entry, and

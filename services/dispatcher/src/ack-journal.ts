@@ -28,7 +28,7 @@ const BATCH = 200;
 
 /**
  * Makes every ack the dispatcher took end DELIVERED, whatever happens between the take and the
- * produce (SPEC: an ack is never lost). The take script journals each ack with its head and
+ * produce (R-D6: an ack is never lost). The take script journals each ack with its head and
  * time (replay-buffer.ts `acked`); the ack path removes it once DELIVERED is written. What is
  * still there after ACK_SETTLE_GRACE_MS — Kafka was away for longer than the producer's
  * retries, or the instance died between the take and the produce — is produced here, with the

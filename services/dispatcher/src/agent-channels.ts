@@ -6,10 +6,10 @@ import type { Redis } from '@reach/store';
  * channels among its own instances is fine; other services never see them).
  *
  * - `reach:deliver:<agent>` carries a new buffer entry from the instance that consumed it to
- *   the instance holding the agent's socket (SPEC R-C10). PUBLISH answers how many instances
+ *   the instance holding the agent's socket (R-C10). PUBLISH answers how many instances
  *   listen: 0 means no live WebSocket anywhere, which is when HTTP push applies.
  * - `reach:kick:<agent>` carries `<generation> <connection_id>` of a new connection, so the
- *   instance holding an older one closes it with 4001 (SPEC R-C3).
+ *   instance holding an older one closes it with 4001 (R-C3).
  *
  * An instance subscribes to an agent's channels while it holds that agent's connection. Pub/sub
  * is at-most-once (a message published while the subscriber reconnects is gone): deliveries

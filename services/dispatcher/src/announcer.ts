@@ -3,7 +3,8 @@ import type { AgentRecord } from '@reach/envelope';
 import type { TableView } from '@reach/kafka';
 import type { AgentChannels } from './agent-channels.js';
 import type { AgentConnection } from './connection.js';
-import { entryTraceparent, frameOf } from './entry.js';
+import { isA2aAgent, a2aSkillOf } from '@reach/a2a';
+import { entryTraceparent, frameOf, headOf, parseHead } from './entry.js';
 import type { HttpPusher } from './http-push.js';
 
 /** A delivery now in its agent's buffer, to be sent. */
@@ -53,9 +54,12 @@ export class Announcer {
     }
     remote.forEach((it, i) => {
       if (listeners[i] !== 0) return; // held by another instance (or the publish failed: stay buffered)
-      const endpoint = this.d.agents.get(it.agent)?.endpoints.http;
-      if (!endpoint) return; // offline: the delivery waits in the buffer for the agent's replay
+      const record = this.d.agents.get(it.agent);
+      const endpoint = record?.endpoints.http;
+      if (!record || !endpoint) return; // offline: the delivery waits in the buffer for the agent's replay
+      const a2a = isA2aAgent(record);
       this.d.pusher.push({
+        ...(a2a ? { protocol: 'a2a' as const, skill: a2aSkillOf(record, capabilityOf(it.entry)) } : {}),
         agent: it.agent,
         endpoint,
         seq: it.seq,
@@ -66,4 +70,10 @@ export class Announcer {
       });
     });
   }
+}
+
+/** The capability a buffered delivery was routed for (its head), for the A2A skill it maps to. */
+function capabilityOf(entry: string): string | undefined {
+  const capability = parseHead(headOf(entry))?.message.capability;
+  return typeof capability === 'string' ? capability : undefined;
 }

@@ -1,7 +1,7 @@
 /**
  * The Lua scripts behind ReplayBuffer (replay-buffer.ts explains the keys). Every script that
  * can free or fill an in-flight slot of an agent runs the same `fill` function, so the
- * concurrency cap (SPEC R-D7) and the lane choice (SPEC R-D9, lanes.ts) are decided inside
+ * concurrency cap (R-D7) and the lane choice (R-D9, lanes.ts) are decided inside
  * Redis, atomically, whichever dispatcher instance runs the script.
  *
  * Shared layout of those scripts:
@@ -9,7 +9,9 @@
  *   KEYS[4..6] waiting lanes HIGH, NORMAL, LOW   KEYS[7] lane credits   KEYS[8] wait deadlines (global)
  *   ARGV[1] max_concurrency (0 = no cap)   ARGV[2..4] lane weights   ARGV[5] now (epoch ms)
  *   ARGV[6] buffer TTL s   ARGV[7] counter TTL s   ARGV[8] agent id
- * Script-specific keys and arguments follow.
+ * Script-specific keys and arguments follow; the promoting ones also name ENDED_MESSAGES (the
+ * messages marked ended: `fill` drops their waiting entries instead of promoting them), KEYS[12]
+ * in APPEND and TAKE, KEYS[9] in TAKE_EXPIRED and FILL.
  *
  * A waiting entry (member of a lane, score = arrival order) is
  *     "<window_ms> <budget_at|0> <queued_at> <attempt>\n<head>\n<message part>"
@@ -111,14 +113,23 @@ local function firstSendable(f, lane, from)
   return nil, nil, passed
 end
 
+-- The message id of a waiting entry (its head opens with {"mid":"…", entry.ts midPrefix).
+local function waitingMid(member)
+  return string.match(member, '\\n{"mid":"([^"]*)",')
+end
+
 -- Promotes waiting entries while the agent has a free slot: the lane by smooth weighted round
--- robin over the non-empty lanes (lanes.ts), FIFO within it. An entry too late to be sent is
+-- robin over the non-empty lanes (lanes.ts), FIFO within it. An entry whose message is marked
+-- ended (\`ended\`, ENDED_MESSAGES: canceled by its sender with A2A CancelTask, or declared DEAD
+-- by the stuck sweep) leaves its lane without a slot: its end is recorded already, and the
+-- agent must never get it (a canceled task that waited behind max_concurrency was handed to
+-- the agent when a slot freed, and only its answer was refused). An entry too late to be sent is
 -- passed over and stays in its lane, where the wait-deadline sweep ends it at its budget
 -- (2002 → DEAD 3005). Promoted, it held a slot until its ack deadline with nothing sent, and
 -- after a broker restart a backlog of them starved agents for good: each freed slot went to the
 -- next late entry, the live ones behind waited until they were late too (\`pnpm chaos --long\`:
 -- 8 of 9 SDK agents acked nothing for the ten minutes after a broker kill).
-local function fill(f)
+local function fill(f, ended)
   local out = {}
   if redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) == 0 then return out end -- the common case: nothing waits
   local avail = {redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), redis.call('ZCARD', KEYS[6])}
@@ -153,6 +164,10 @@ local function fill(f)
       if avail[best] == 0 then emptied(credit, f.w, avail, best) end
       redis.call('ZREM', KEYS[8], waitMember(f, best, order))
       local window, budget, queuedAt, attempt, at = string.match(member, '^(%d+) (%d+) (%d+) (%d+)\\n()')
+      local mid = waitingMid(member)
+      if window and mid and redis.call('ZSCORE', ended, mid) then
+        window = nil -- ended while it waited: dropped, the slot stays free
+      end
       if window then
         local nl = string.find(member, '\\n', at, true)
         local deadline = f.now + tonumber(window)
@@ -206,11 +221,16 @@ end
  *   ARGV[9] head  ARGV[10] attempt  ARGV[11] ack deadline as JSON string  ARGV[12] message part
  *   ARGV[13] ack deadline ms ('' = none)  ARGV[14] ack window ms  ARGV[15] budget end ms (0 = none)
  *   ARGV[16] lane 1..3  ARGV[17] wait deadline ms  ARGV[18] marker TTL s
+ *
+ * A message marked ended (KEYS[12], ENDED_MESSAGES: declared DEAD by the stuck sweep, or
+ * canceled by its sender with A2A CancelTask) is not appended at all: {-3}, as if it had moved on.
+ *   KEYS[12] ended messages  ARGV[19] message id
  */
 export const APPEND =
   FILL_FUNCTIONS +
   `
 local f = flow()
+if redis.call('ZSCORE', KEYS[12], ARGV[19]) then return {-3} end
 local seen = redis.call('GET', KEYS[10])
 if seen then
   local wlane, worder = string.match(seen, '^w(%d):(%d+)$')
@@ -242,7 +262,7 @@ redis.call('ZADD', KEYS[3 + lane], order, ARGV[14] .. ' ' .. ARGV[15] .. ' ' .. 
 redis.call('ZADD', KEYS[8], ARGV[17], waitMember(f, lane, order))
 redis.call('SET', KEYS[10], 'w' .. lane .. ':' .. order, 'EX', ARGV[18])
 local out = {0, order}
-for _, v in ipairs(fill(f)) do out[#out + 1] = v end
+for _, v in ipairs(fill(f, KEYS[12])) do out[#out + 1] = v end
 return out`;
 
 /**
@@ -271,7 +291,7 @@ return {entries, marks}`;
 /**
  * An ack or reject: removes the entry with this seq if it is the named message and, having freed
  * a slot, promotes. Returns {status, value, promotions…}: status 1 = taken (value = the head, or
- * the whole entry with ARGV[13] = '1'), 0 = gone (already answered or failed), 2 = the seq holds
+ * the whole entry with ARGV[13] = '1'), 0 = gone (failed past its deadline, or never here), 2 = the seq holds
  * another message. With ARGV[11] = '1' the head is kept as the message's result context
  * (KEYS[9]) for its ctx_ttl_s. The delivery's ack deadline (member ARGV[12]) goes too.
  * An ack (ARGV[14] = its time, epoch ms; '' otherwise) is journaled in the same step:
@@ -279,29 +299,45 @@ return {entries, marks}`;
  * DELIVERED event is produced (ack-journal.ts) — an ack taken here is never lost to a Kafka
  * outage or a crash before the produce. Status 3 = the stuck sweep declared the message DEAD
  * (KEYS[12], ENDED_MESSAGES): the entry and its deadline go, nothing is journaled.
+ *
+ * KEYS[9] also tells later frames about the same delivery that its outcome is counted
+ * (answer-outcome.ts): it holds the head while a result may follow, else the answered marker
+ * ARGV[16] for ARGV[17] seconds — set by a take that keeps no context (a reject, a message
+ * nobody answers), by the DEAD case, and by a miss that finds nothing (a late answer, counted
+ * once). A miss that finds KEYS[9] returns status 4 = answered before (a repeat, not late).
  *   ARGV[9] seq  ARGV[10] message id prefix  ARGV[15] message id
  */
 export const TAKE =
   FILL_FUNCTIONS +
   `
 local m = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[9], ARGV[9])
-if #m == 0 then return {0, ''} end
+if #m == 0 then
+  if redis.call('EXISTS', KEYS[9]) == 1 then return {4, ''} end
+  redis.call('SET', KEYS[9], ARGV[16], 'EX', ARGV[17])
+  return {0, ''}
+end
 local e = m[1]
 if string.sub(e, 1, #ARGV[10]) ~= ARGV[10] then return {2, ''} end
 redis.call('ZREM', KEYS[2], e)
 if redis.call('ZSCORE', KEYS[12], ARGV[15]) then
   redis.call('ZREM', KEYS[3], ARGV[12])
+  redis.call('SET', KEYS[9], ARGV[16], 'EX', ARGV[17])
   local ended = {3, ''}
-  for _, v in ipairs(fill(flow())) do ended[#ended + 1] = v end
+  for _, v in ipairs(fill(flow(), KEYS[12])) do ended[#ended + 1] = v end
   return ended
 end
 local nl = string.find(e, '\\n', 1, true)
 local head = string.sub(e, 1, nl - 1)
+local kept = false
 if ARGV[11] == '1' then
   local ok, h = pcall(cjson.decode, head)
   local ttl = ok and tonumber(h['ctx_ttl_s']) or 0
-  if ttl and ttl > 0 then redis.call('SET', KEYS[9], head, 'EX', math.floor(ttl)) end
+  if ttl and ttl > 0 then
+    redis.call('SET', KEYS[9], head, 'EX', math.floor(ttl))
+    kept = true
+  end
 end
+if not kept then redis.call('SET', KEYS[9], ARGV[16], 'EX', ARGV[17]) end
 redis.call('ZREM', KEYS[3], ARGV[12])
 if ARGV[14] ~= '' then
   redis.call('HSET', KEYS[10], ARGV[15], ARGV[8] .. '|' .. ARGV[9] .. '|' .. ARGV[14] .. '|' .. head)
@@ -309,7 +345,7 @@ if ARGV[14] ~= '' then
 end
 local out = {1, head}
 if ARGV[13] == '1' then out[2] = e end
-for _, v in ipairs(fill(flow())) do out[#out + 1] = v end
+for _, v in ipairs(fill(flow(), KEYS[12])) do out[#out + 1] = v end
 return out`;
 
 /**
@@ -324,11 +360,11 @@ local m = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[9], ARGV[9])
 if #m == 0 then return {''} end
 redis.call('ZREM', KEYS[2], m[1])
 local out = {m[1]}
-for _, v in ipairs(fill(flow())) do out[#out + 1] = v end
+for _, v in ipairs(fill(flow(), KEYS[9])) do out[#out + 1] = v end
 return out`;
 
 /** Promotes into whatever slots are free (e.g. after max_concurrency was raised). */
-export const FILL = FILL_FUNCTIONS + `return fill(flow())`;
+export const FILL = FILL_FUNCTIONS + `return fill(flow(), KEYS[9])`;
 
 /**
  * A waiting entry whose wait deadline passed: removes it from its lane and returns it; nil when
@@ -358,7 +394,7 @@ return m[1]`;
  * delivery's ack deadline moves to now (`LT`: never later than it was; `XX`: only deliveries
  * still waiting for their ack), and the agent is marked lost until it connects again.
  *   KEYS[1] in-flight buffer   KEYS[2] ack deadlines (global)   KEYS[3] lost marker
- *   ARGV[1] agent   ARGV[2] now (epoch ms)   ARGV[3] marker lifetime (ms)
+ *   ARGV[1] agent   ARGV[2] now (epoch ms)   ARGV[3] marker lifetime (ms)   ARGV[4] marker (lostMark)
  * Returns how many deadlines were pulled forward.
  */
 export const FAIL_OVER = `
@@ -367,5 +403,5 @@ local moved = 0
 for i = 2, #seqs, 2 do
   moved = moved + redis.call('ZADD', KEYS[2], 'XX', 'LT', 'CH', ARGV[2], ARGV[1] .. '|' .. seqs[i])
 end
-redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
+redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[3])
 return moved`;

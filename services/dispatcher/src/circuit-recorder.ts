@@ -11,10 +11,11 @@ import type { CircuitBreakers } from '@reach/circuits';
 export const SUCCESS_FLUSH_MS = 250;
 
 /**
- * Feeds every delivery outcome into the shared per-agent circuit breakers (SPEC R-D8, R-D13),
+ * Feeds every delivery outcome into the shared per-agent circuit breakers (R-D8, R-D13),
  * which routers read: an ack is a success; a missed ack deadline (3002) or a retryable reject
- * is a failure. A non-retryable reject is the agent refusing that message on purpose, not a
- * sign of ill health, and is not counted. Recording never delays a delivery or an ack: it is
+ * is a failure. A non-retryable reject is the agent refusing that message on purpose: it
+ * answered, which is not ill health, so it counts like an ack (failures.ts isFinalRefusal).
+ * Recording never delays a delivery or an ack: it is
  * fire-and-forget, and a Redis outage only costs breaker accuracy.
  */
 export class CircuitRecorder {

@@ -27,7 +27,7 @@ import {
 import type { BufferedEntry, ReplayBuffer } from './replay-buffer.js';
 
 /**
- * One agent WebSocket (DESIGN §4). Life: `auth` (waiting for hello, at most
+ * One agent WebSocket (docs/design.md §4). Life: `auth` (waiting for hello, at most
  * REACH_WS_AUTH_TIMEOUT_MS) → `authenticating` (token checked, the connection claimed across
  * instances) → `open` (welcome sent, buffer replayed, deliveries flowing) → `closed`.
  *
@@ -84,6 +84,10 @@ export interface ConnectionHost {
   releaseOrphans(agent: string, orphans: readonly BufferedEntry[], behind: readonly BufferedEntry[]): Promise<void>;
   /** A hello was refused (brute-force protection counts it against the source address). */
   helloRefused?(conn: AgentConnection): void;
+  /** `subscribe_routes`: the connection gets the pre-flight view (routes-feed.ts); absent: refused. */
+  subscribeRoutes?(conn: AgentConnection): Promise<void>;
+  /** The connection no longer needs the view (it closed). */
+  unsubscribeRoutes?(conn: AgentConnection): void;
 }
 
 type State = 'auth' | 'authenticating' | 'open' | 'closed';
@@ -105,6 +109,11 @@ export class AgentConnection {
   replaced = false;
   /** Counted in the connections gauge. */
   counted = false;
+  /**
+   * The agent closed the socket itself with 1000 (a graceful stop: the SDKs drain, answer and
+   * deregister first). What it left unanswered is then handed back, not the agent failing.
+   */
+  closedNormally = false;
 
   private state: State = 'auth';
   private token = '';
@@ -149,6 +158,16 @@ export class AgentConnection {
 
   get isOpen(): boolean {
     return this.state === 'open';
+  }
+
+  /** The security domain of the token the connection runs on (the producer's, R-A8). */
+  get domain(): string {
+    return this.claims?.dom || 'default';
+  }
+
+  /** A `routes` frame of the pre-flight view (routes-feed.ts); false once the connection is gone. */
+  sendRoutes(frame: string): boolean {
+    return this.isOpen && this.send(frame);
   }
 
   /** The id (jti) of the token the connection runs on, once authenticated. */
@@ -292,6 +311,10 @@ export class AgentConnection {
           return;
         case 'hello':
           this.send(errorFrame('INVALID_ENVELOPE', 'already authenticated: hello is only valid as the first frame'));
+          return;
+        case 'subscribe_routes':
+          if (!this.host.subscribeRoutes) throw new ReachError('INVALID_ENVELOPE', 'this dispatcher serves no routes view');
+          await this.host.subscribeRoutes(this);
           return;
         case 'refresh_token': {
           // The SDK's token renewal on the open connection: sends after this carry the new token.
@@ -628,6 +651,7 @@ export class AgentConnection {
 
   private closed(code: number): void {
     this.countAttempt('aborted');
+    this.closedNormally = code === 1000;
     if (this.state !== 'closed') {
       this.state = 'closed';
       this.host.metrics.closes.inc({ code: String(code) });

@@ -1,5 +1,5 @@
 import type { Logger } from '@reach/core';
-import { createdAtMs, entryDeadline, headOf, parseHead, type EntryHead } from './entry.js';
+import { budgetStartMs, entryDeadline, headOf, parseHead, type EntryHead } from './entry.js';
 import type { ReplayBuffer } from './replay-buffer.js';
 
 /**
@@ -35,15 +35,15 @@ export const MIN_SEND_BUDGET_MS = 1_000;
  * DEAD (`pnpm chaos --long`: promoted with 1.1–2 s left, acked after the budget's end) — but
  * never more than a quarter of the whole budget.
  */
-export function sendMarginMs(budgetAt: number, createdAt: number, answerMs = 0): number {
+export function sendMarginMs(budgetAt: number, budgetStart: number, answerMs = 0): number {
   const wanted = Math.max(MIN_SEND_BUDGET_MS, 2 * answerMs);
-  return Number.isFinite(createdAt) ? Math.min(wanted, (budgetAt - createdAt) / 4) : wanted;
+  return Number.isFinite(budgetStart) ? Math.min(wanted, (budgetAt - budgetStart) / 4) : wanted;
 }
 
 /** A delivery whose budget (if any) ends within its send margin (sendMarginMs) of `now` is not sent. */
-export function tooLateToSend(budgetAt: number | null, createdAt: number, now: number, answerMs = 0): boolean {
+export function tooLateToSend(budgetAt: number | null, budgetStart: number, now: number, answerMs = 0): boolean {
   if (budgetAt === null) return false;
-  return budgetAt - sendMarginMs(budgetAt, createdAt, answerMs) <= now;
+  return budgetAt - sendMarginMs(budgetAt, budgetStart, answerMs) <= now;
 }
 
 /**
@@ -57,7 +57,7 @@ export function entryTooLateToSend(entry: string, now: number, answerMs = 0): bo
 
 /** tooLateToSend for an entry's head already parsed. */
 export function headTooLateToSend(head: EntryHead, now: number, answerMs = 0): boolean {
-  return tooLateToSend(head.budget_at ?? null, createdAtMs(head.message), now, answerMs);
+  return tooLateToSend(head.budget_at ?? null, budgetStartMs(head.message), now, answerMs);
 }
 
 /**

@@ -9,7 +9,7 @@ import type { DispatcherMetrics } from './metrics.js';
 import { parseDeadlineMember, parseWaitMember, type Promotion, type ReplayBuffer } from './replay-buffer.js';
 
 /**
- * Ack deadlines without blocking a partition (SPEC R-C7, R-D3): the consumer only buffers a
+ * Ack deadlines without blocking a partition (R-C7, R-D3): the consumer only buffers a
  * delivery and registers its deadline; this sweeper, on every instance, claims the deadlines
  * that are due and turns each still-unanswered delivery into a failed attempt (3002
  * ACK_TIMEOUT): the entry leaves the agent's replay buffer (the agent that missed it never
@@ -129,17 +129,19 @@ export class DeadlineSweeper {
       const envelope = envelopeOfEntry(entry);
       const deadline = new Date(now).toISOString();
       // Pulled forward because the agent's socket died and it did not come back (gateway.ts).
-      const lostAt = await this.d.buffer.lostAt(agent);
+      const lost = await this.d.buffer.lostAt(agent);
       ({ records } = await this.d.failures.records(
         {
           agent,
           envelope,
           head,
-          ...(lostAt === undefined
+          ...(lost === undefined
             ? { code: 3002, reason: `no ack from ${agent} for seq ${seq} by its deadline` }
-            : { code: 1002, reason: `the connection of ${agent} closed before it acked seq ${seq}, and it did not reconnect in time` }),
+            : lost.stoppedGracefully
+              ? { code: 1002, reason: `${agent} stopped (closed with 1000) before it answered seq ${seq}`, handedBack: true }
+              : { code: 1002, reason: `the connection of ${agent} closed before it acked seq ${seq}, and it did not reconnect in time` }),
           failureRetryable: true,
-          detail: lostAt === undefined ? { seq, swept_at: deadline } : { seq, swept_at: deadline, lost_at: new Date(lostAt).toISOString() },
+          detail: lost === undefined ? { seq, swept_at: deadline } : { seq, swept_at: deadline, lost_at: new Date(lost.at).toISOString() },
           seq,
         },
         Date.now(),

@@ -2,7 +2,7 @@ import type { SpanError, Tracer } from '@reach/tracing';
 import type { DeliveryTrace, EntryHead } from './entry.js';
 
 /**
- * The `dispatch` span (SPEC R-F1): from the routed delivery's arrival at the dispatcher to the
+ * The `dispatch` span (R-F1): from the routed delivery's arrival at the dispatcher to the
  * agent's answer (ack, result, reject) or the failure that ends the attempt (missed ack
  * deadline, waited out). Its identity is reserved when the delivery is consumed — the deliver
  * frame carries it, so what the agent does next is its child — and it is recorded wherever

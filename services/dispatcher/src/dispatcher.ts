@@ -1,8 +1,8 @@
-import { newId, signToken, type Logger, type TokenSecret } from '@reach/core';
+import { newId, ReachError, signToken, type Logger, type TokenSecret } from '@reach/core';
 import { isNewerRecord } from '@reach/agents';
 import type { AgentRecord } from '@reach/envelope';
 import { TOPICS, startTableView, valueSubject, type TableView } from '@reach/kafka';
-import { requireTokenKeys, type ServiceContext } from '@reach/service-kit';
+import { requireTokenKeys, startRegistryViews, type ServiceContext } from '@reach/service-kit';
 import { AgentChannels } from './agent-channels.js';
 import { Announcer } from './announcer.js';
 import { registerFlowApi } from './flow-api.js';
@@ -14,7 +14,7 @@ import { Outcomes } from './outcomes.js';
 import { Promoter } from './promotions.js';
 import { OrphanRelease } from './orphans.js';
 import { routedBatchHandler } from './routed-consumer.js';
-import { DeadlineHolds } from './deadline-holds.js';
+import { ackWindowOf, DeadlineHolds } from './deadline-holds.js';
 import { DeadlineClaims } from './deadlines.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { AckJournal } from './ack-journal.js';
@@ -24,7 +24,8 @@ import { budgetPolicyOf, retryPolicyOf } from '@reach/routing';
 import { ReplayBuffer, keys } from './replay-buffer.js';
 import { CircuitRecorder } from './circuit-recorder.js';
 import { LaneBacklogReporter } from './lane-backlog.js';
-import { CIRCUIT_OPTIONS, CircuitBreakers, circuitPolicy } from '@reach/circuits';
+import { CIRCUIT_OPTIONS, CircuitBreakers, CircuitCache, circuitPolicy } from '@reach/circuits';
+import { RoutesFeed } from './routes-feed.js';
 import { createRedis } from '@reach/store';
 
 export const DISPATCHER_OPTIONS = [
@@ -50,11 +51,18 @@ export const DISPATCHER_OPTIONS = [
   'budgetPolicy',
   'deadlineSweepMs',
   'priorityWeights',
+  'circuitRefreshMs',
 ] as const;
 
 type Ctx = ServiceContext<(typeof DISPATCHER_OPTIONS)[number]>;
 
 const AGENTS_SUBJECT = valueSubject(TOPICS.agents.name);
+/**
+ * How often a subscribed agent's pre-flight view is compared with the registry views even when
+ * no feed moved (routes-feed.ts pushes a change at once): for what time alone changes, such as
+ * a circuit's open period that ends.
+ */
+const ROUTES_REFRESH_MS = 250;
 /** How long a `send` frame waits for Kafka before the agent hears 5002. */
 const SEND_TIMEOUT_MS = 10_000;
 /** Lifetime of the token minted for an HTTP-pushed agent's correlated reply. */
@@ -168,7 +176,25 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     },
     log,
   );
+  // The pre-flight view agents may subscribe to (R-G6): its registry views and circuit map
+  // start with the first subscription, so a dispatcher nobody asks pays nothing for it.
+  const routes: RoutesFeed = new RoutesFeed({
+    startViews: (onChange) => startRegistryViews(ctx.kafka, codec, log, `reach-dispatcher-routes-${ctx.instanceId}`, ctx.fatal, onChange),
+    circuits: new CircuitCache({
+      breakers: new CircuitBreakers(circuitRedis, circuitPolicy(config)),
+      instanceId: ctx.instanceId,
+      logger: log,
+      refreshMs: config.circuitRefreshMs,
+      // A circuit that opened or closed changes what the watchers can reach: pushed at once.
+      onTransition: () => routes.changed(),
+    }),
+    reconnectGraceMs: config.wsReconnectGraceMs,
+    refreshMs: ROUTES_REFRESH_MS,
+    log,
+  });
+  ctx.onShutdown(() => routes.stop());
   const gateway = new Gateway({
+    routes,
     authThrottle: ctx.http.authThrottle,
     config: {
       pingIntervalMs: config.wsPingIntervalMs,
@@ -212,6 +238,14 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     log,
     metrics,
     onOutcome: (job, outcome) => recordPushOutcome(job, outcome, { outcomes, agents, tokenSecret, log }),
+    // An A2A agent still working on a task extends the delivery's ack deadline, as a `progress`
+    // frame does; once the entry is gone (answered, failed at its deadline, canceled) polling stops.
+    onProgress: async (job) => {
+      const extended = await buffer.extendDeadline(job.agent, job.seq, job.messageId, (head) => ackWindowOf(head, config.ackTimeoutMs));
+      if (extended === 'extended') return true;
+      if (extended === 'mismatch') return false;
+      return (await buffer.peek(job.agent, job.seq)) !== undefined;
+    },
   });
   const announcer = new Announcer({ localConnection: (agent) => gateway.localConnection(agent), channels, agents, pusher, log });
   registerFlowApi(ctx.http, { buffer, agents, adminToken: config.adminToken, tokenSecret });
@@ -278,6 +312,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     tracer: ctx.tracer,
     holds,
     backlog,
+    failures,
   });
   await ctx.batchStage({
     topics: [TOPICS.routed.name],
@@ -310,7 +345,17 @@ async function recordPushOutcome(
           { sub: job.agent, jti: newId('tok'), iat: now, exp: now + PUSH_REPLY_TOKEN_TTL_S, dom: d.agents.get(job.agent)?.metadata.domain ?? 'default' },
           d.tokenSecret,
         );
-        await d.outcomes.result(job.agent, token, { message_id: job.messageId, ...outcome.result }, job.seq);
+        try {
+          await d.outcomes.result(
+            job.agent,
+            token,
+            { message_id: job.messageId, ...outcome.result, ...(outcome.a2aTaskId ? { a2a_task_id: outcome.a2aTaskId } : {}) },
+            job.seq,
+          );
+        } catch (err) {
+          // A refused result (4101, 4102) settled the delivery as a final refusal; it was logged.
+          if (!(err instanceof ReachError) || err.retryable) throw err;
+        }
       } else await d.outcomes.ack(job.agent, job.seq, job.messageId);
       return;
     case 'reject':

@@ -1,4 +1,5 @@
 import { envelopeFromJson, envelopeToJson, type Envelope, type EnvelopeJson, type RoutedDelivery } from '@reach/envelope';
+import { budgetStartOf } from '@reach/routing';
 import { RECEIPT_MESSAGE_TYPE } from '@reach/service-kit';
 
 /**
@@ -13,12 +14,12 @@ import { RECEIPT_MESSAGE_TYPE } from '@reach/service-kit';
  * trace). When the delivery is acked the ack script keeps the head for `ctx_ttl_s` seconds
  * and returns it, so answering an ack never moves or parses the payload.
  *
- * The head also keeps the delivery's trace context (SPEC R-F1): `tp`, the traceparent the frame
+ * The head also keeps the delivery's trace context (R-F1): `tp`, the traceparent the frame
  * carries (the dispatch span's when tracing is on, else the routed record's, unchanged), and
  * with tracing on the dispatch span's parent `tpp` and start `t0`, so whichever instance sees
  * the agent's answer records the span and continues the trace.
  *
- * The second line is the exact `deliver` frame of DESIGN §4. Sending, replaying, publishing to
+ * The second line is the exact `deliver` frame of docs/design.md §4. Sending, replaying, publishing to
  * another instance and HTTP push all use that text as-is: the envelope is turned into JSON
  * once, when the delivery is consumed, never per send. JSON never contains a raw newline, so
  * the split is unambiguous.
@@ -46,6 +47,8 @@ export interface EntryHead {
   /** With tracing on: the dispatch span's parent and start (epoch ms). */
   tpp?: string | null;
   t0?: number | null;
+  /** The routed record the delivery came from: [partition, offset]; a dead letter names it as its source. */
+  src?: [number, string] | null;
 }
 
 /** The trace context of one delivery (see EntryHead). */
@@ -60,7 +63,7 @@ export interface DeliverFrame {
   seq: number;
   attempt: number;
   deadline: string;
-  /** W3C trace context of the delivery: an optional field added to DESIGN §4's frame. */
+  /** W3C trace context of the delivery: an optional field added to docs/design.md §4's frame. */
   traceparent?: string;
   message: EnvelopeJson;
 }
@@ -89,6 +92,12 @@ export function createdAtMs(message: EnvelopeJson): number {
   return typeof created === 'string' ? Date.parse(created) : Number(created);
 }
 
+/** Where a delivered message's budget starts: its replay time for a dead-letter replay, else created_at (budgetStartOf). */
+export function budgetStartMs(message: EnvelopeJson): number {
+  const headers = message.headers !== null && typeof message.headers === 'object' ? (message.headers as Record<string, string>) : undefined;
+  return budgetStartOf({ created_at: createdAtMs(message), headers });
+}
+
 /** What the ack script compares an entry's start with, so an ack names the right message. */
 export function midPrefix(messageId: string): string {
   return `{"mid":${JSON.stringify(messageId)},`;
@@ -105,6 +114,7 @@ export function entryHead(h: EntryHead): string {
     ...(h.tp ? { tp: h.tp } : {}),
     ...(h.tpp ? { tpp: h.tpp } : {}),
     ...(typeof h.t0 === 'number' ? { t0: h.t0 } : {}),
+    ...(h.src ? { src: h.src } : {}),
     message: h.message,
   });
 }
@@ -144,6 +154,7 @@ export function entryPartsOf(
   replayTtlS: number,
   nowMs: number = Date.now(),
   trace: DeliveryTrace = { traceparent: undefined },
+  source: { partition: number; offset: string } | undefined = undefined,
 ): { head: string; suffix: string; messagePart: string; envelope: Envelope } {
   // The delivered id is the routed one: a fan-out copy is acked and tracked under its own id.
   const envelope = d.envelope.message_id === d.message_id ? d.envelope : { ...d.envelope, message_id: d.message_id };
@@ -160,6 +171,7 @@ export function entryPartsOf(
       tp: trace.traceparent ?? null,
       tpp: trace.parent ?? null,
       t0: trace.startedAt ?? null,
+      src: source ? [source.partition, source.offset] : null,
       message: meta,
     }),
     suffix: frameSuffix(d.attempt, d.deadline_at, part),
@@ -220,6 +232,16 @@ export function entryMessageId(entry: string): string | undefined {
   return MID.exec(entry.slice(0, 128))?.[1];
 }
 
+/** An entry's `src` as written by entryHead, else null (entries buffered before it existed). */
+function sourceOf(v: unknown): [number, string] | null {
+  return Array.isArray(v) && v.length === 2 && Number.isInteger(v[0]) && typeof v[1] === 'string' && /^\d+$/.test(v[1]) ? [v[0] as number, v[1]] : null;
+}
+
+/** A dead letter's source position from an entry's head, when it has one (DeadLetterInput.sourcePosition). */
+export function sourceOfHead(head: Pick<EntryHead, 'src'>): { sourcePosition?: { partition: number; offset: string } } {
+  return head.src ? { sourcePosition: { partition: head.src[0], offset: head.src[1] } } : {};
+}
+
 export function parseHead(head: string): EntryHead | undefined {
   try {
     const h = JSON.parse(head) as Partial<EntryHead>;
@@ -233,6 +255,7 @@ export function parseHead(head: string): EntryHead | undefined {
       tp: typeof h.tp === 'string' ? h.tp : null,
       tpp: typeof h.tpp === 'string' ? h.tpp : null,
       t0: typeof h.t0 === 'number' ? h.t0 : null,
+      src: sourceOf(h.src),
       message: h.message,
     };
   } catch {

@@ -1,7 +1,7 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
-import { bearer, type Logger, type TokenClaims } from '@reach/core';
+import { bearer, ReachError, type Logger, type TokenClaims } from '@reach/core';
 import type { SchemaCodec } from '@reach/envelope';
 import type { AuthFailureThrottle } from '@reach/service-kit';
 import type { Pool } from '@reach/store';
@@ -14,11 +14,12 @@ import type { Outcomes } from './outcomes.js';
 import { PresenceFeed, presenceRecord } from './presence.js';
 import { CLOSE, CONNECT_PATH } from './protocol.js';
 import type { BufferedEntry, ReplayBuffer } from './replay-buffer.js';
+import type { RoutesFeed } from './routes-feed.js';
 import { RevocationWatch } from './revocation-watch.js';
 
 /**
  * ws closes a connection whose frame exceeds maxPayload with 1009 on its own, before telling
- * us; DESIGN §4 says 4013. This subclass (ws's documented `WebSocket` server option) turns
+ * us; docs/design.md §4 says 4013. This subclass (ws's documented `WebSocket` server option) turns
  * that one close into 4013 and leaves everything else alone.
  */
 class ReachWebSocket extends WebSocket {
@@ -46,6 +47,8 @@ export interface GatewayDeps {
   log: Logger;
   /** The HTTP server's failed-authentication budget, shared by the WebSocket hello (issue #13). */
   authThrottle?: AuthFailureThrottle;
+  /** The pre-flight view agents subscribe to (`subscribe_routes`, R-G6). */
+  routes?: RoutesFeed;
 }
 
 /**
@@ -179,7 +182,17 @@ export class Gateway implements ConnectionHost {
     return true;
   }
 
+  subscribeRoutes(conn: AgentConnection): Promise<void> {
+    if (!this.d.routes) return Promise.reject(new ReachError('INVALID_ENVELOPE', 'this dispatcher serves no routes view'));
+    return this.d.routes.subscribe(conn);
+  }
+
+  unsubscribeRoutes(conn: AgentConnection): void {
+    this.d.routes?.unsubscribe(conn);
+  }
+
   unregister(conn: AgentConnection): void {
+    this.d.routes?.unsubscribe(conn);
     if (!this.all.delete(conn)) return;
     if (conn.counted) this.metrics.connections.dec();
     const agent = conn.agentId;
@@ -208,7 +221,7 @@ export class Gateway implements ConnectionHost {
     }
     this.presence.publish(agent, presenceRecord(this.codec, { agentId: agent, connected: false, instance: this.d.instanceId, connectionId: conn.id }));
     this.log.info({ agent_id: agent, connection_id: conn.id }, 'agent disconnected');
-    if (!this.closing) setTimeout(() => void this.failOverIfGone(agent, conn.generation), this.config.reconnectGraceMs).unref();
+    if (!this.closing) setTimeout(() => void this.failOverIfGone(agent, conn.generation, conn.closedNormally), this.config.reconnectGraceMs).unref();
   }
 
   /**
@@ -217,11 +230,11 @@ export class Gateway implements ConnectionHost {
    * when their ack deadlines (10 s by default) run out. Reconnected in time, they are replayed
    * on the new connection as usual. A failure here only leaves the ack deadlines to do it.
    */
-  private async failOverIfGone(agent: string, generation: number): Promise<void> {
+  private async failOverIfGone(agent: string, generation: number, stoppedGracefully: boolean): Promise<void> {
     if (this.byAgent.has(agent)) return;
     try {
       if ((await this.buffer.generation(agent)) !== generation) return;
-      const moved = await this.buffer.failOver(agent);
+      const moved = await this.buffer.failOver(agent, Date.now(), stoppedGracefully);
       if (moved > 0) this.log.info({ agent_id: agent, deliveries: moved }, 'agent did not reconnect in time; its un-acked deliveries fail over now');
     } catch (err) {
       this.log.warn({ err, agent_id: agent }, 'could not fail over the deliveries of a lost agent; their ack deadlines will');

@@ -1,9 +1,11 @@
 import { Agent, request } from 'undici';
+import { A2A_PROTOCOL_VERSION } from '@reach/a2a';
 import type { Logger } from '@reach/core';
+import { a2aExchange } from './a2a-push.js';
 import type { DispatcherMetrics } from './metrics.js';
 
 /**
- * HTTP push (SPEC R-C8) for agents that expose an `http` endpoint and hold no WebSocket: the
+ * HTTP push (R-C8) for agents that expose an `http` endpoint and hold no WebSocket: the
  * `deliver` frame is POSTed as JSON over a keep-alive pool, with an explicit timeout.
  *
  *   2xx          → ack (DELIVERED); a JSON body `{"result": {status, payload}}` is a result too
@@ -20,10 +22,14 @@ export interface PushJob {
   seq: number;
   messageId: string;
   traceId: string | undefined;
-  /** The delivery's W3C trace context, sent as the `traceparent` HTTP header (SPEC R-F1). */
+  /** The delivery's W3C trace context, sent as the `traceparent` HTTP header (R-F1). */
   traceparent?: string | undefined;
   /** The deliver frame text. */
   frame: string;
+  /** `a2a`: the agent speaks A2A 1.0 JSON-RPC at `endpoint` (a2a-push.ts); else the frame is POSTed as is. */
+  protocol?: 'http' | 'a2a';
+  /** For A2A: the skill id the agent's card names for the message's capability. */
+  skill?: string | undefined;
 }
 
 export interface PushResult {
@@ -34,7 +40,8 @@ export interface PushResult {
 }
 
 export type PushOutcome =
-  | { kind: 'ack'; result?: PushResult }
+  /** `a2aTaskId`: the A2A agent's own task id (a2a-push.ts), kept in the DELIVERED detail. */
+  | { kind: 'ack'; result?: PushResult; a2aTaskId?: string | undefined }
   | { kind: 'reject'; code: number | string | undefined; reason: string }
   | { kind: 'failure'; reason: string };
 
@@ -82,6 +89,8 @@ export interface HttpPusherOptions {
   log: Logger;
   metrics: DispatcherMetrics;
   onOutcome: (job: PushJob, outcome: PushOutcome) => Promise<void>;
+  /** An A2A agent still works on the task: extend the delivery's ack deadline; false when it is no longer pending. */
+  onProgress?: (job: PushJob) => Promise<boolean>;
 }
 
 export class HttpPusher {
@@ -91,6 +100,9 @@ export class HttpPusher {
   private readonly running = new Set<Promise<void>>();
   private readonly maxInFlight: number;
   private readonly maxQueued: number;
+  private closing = false;
+  /** Wakes the sleeping A2A polls when the pusher closes. */
+  private readonly wakers = new Set<() => void>();
 
   constructor(private readonly opts: HttpPusherOptions) {
     this.maxInFlight = opts.maxInFlight ?? 64;
@@ -124,36 +136,66 @@ export class HttpPusher {
     this.running.add(p);
   }
 
+  /** POSTs a body and reads the answer (at most MAX_RESPONSE_BYTES), within the push timeout. */
+  private async post(job: PushJob, body: string, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+    const res = await request(job.endpoint, {
+      method: 'POST',
+      dispatcher: this.pool,
+      body,
+      headers: { 'content-type': 'application/json', ...headers, ...(job.traceparent ? { traceparent: job.traceparent } : {}) },
+      signal: AbortSignal.timeout(this.opts.timeoutMs),
+    });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      size += (chunk as Buffer).length;
+      if (size > MAX_RESPONSE_BYTES) break;
+      chunks.push(chunk as Buffer);
+    }
+    if (size > MAX_RESPONSE_BYTES) res.body.destroy();
+    return { status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') };
+  }
+
+  /** An A2A agent: SendMessage, then GetTask polls while it works (a2a-push.ts). */
+  private a2a(job: PushJob): Promise<PushOutcome> {
+    return a2aExchange(job.frame, job.skill, {
+      post: (body) => this.post(job, JSON.stringify(body), { accept: 'application/json', 'a2a-version': A2A_PROTOCOL_VERSION }),
+      progress: () => this.opts.onProgress?.(job) ?? Promise.resolve(false),
+      sleep: (ms) =>
+        new Promise<void>((resolve) => {
+          const wake = () => {
+            clearTimeout(timer);
+            this.wakers.delete(wake);
+            resolve();
+          };
+          const timer = setTimeout(wake, ms);
+          this.wakers.add(wake);
+        }),
+      closing: () => this.closing,
+    });
+  }
+
   private async run(job: PushJob): Promise<void> {
     let outcome: PushOutcome;
     try {
-      const res = await request(job.endpoint, {
-        method: 'POST',
-        dispatcher: this.pool,
-        body: job.frame,
-        headers: {
-          'content-type': 'application/json',
-          'reach-agent-id': job.agent,
-          'reach-seq': String(job.seq),
-          ...(job.traceparent ? { traceparent: job.traceparent } : {}),
-        },
-        signal: AbortSignal.timeout(this.opts.timeoutMs),
-      });
-      const chunks: Buffer[] = [];
-      let size = 0;
-      for await (const chunk of res.body) {
-        size += (chunk as Buffer).length;
-        if (size > MAX_RESPONSE_BYTES) break;
-        chunks.push(chunk as Buffer);
-      }
-      if (size > MAX_RESPONSE_BYTES) res.body.destroy();
-      outcome = classifyPushResponse(res.statusCode, Buffer.concat(chunks).toString('utf8'));
+      if (job.protocol === 'a2a') outcome = await this.a2a(job);
+      else outcome = await this.http(job);
     } catch (err) {
       outcome = { kind: 'failure', reason: (err as Error).name === 'TimeoutError' ? `timed out after ${this.opts.timeoutMs} ms` : (err as Error).message };
     }
+    await this.settle(job, outcome);
+  }
+
+  private async http(job: PushJob): Promise<PushOutcome> {
+    const { status, text } = await this.post(job, job.frame, { 'reach-agent-id': job.agent, 'reach-seq': String(job.seq) });
+    return classifyPushResponse(status, text);
+  }
+
+  private async settle(job: PushJob, outcome: PushOutcome): Promise<void> {
     this.opts.metrics.httpPushes.inc({ outcome: outcome.kind });
     const fields = { agent_id: job.agent, message_id: job.messageId, trace_id: job.traceId, seq: job.seq };
-    if (outcome.kind === 'failure') this.opts.log.warn({ ...fields, reason: outcome.reason }, 'http push failed; the delivery stays buffered');
+    if (outcome.kind === 'failure')
+      this.opts.log.warn({ ...fields, reason: outcome.reason }, `${job.protocol === 'a2a' ? 'a2a' : 'http'} push failed; the delivery stays buffered`);
     try {
       await this.opts.onOutcome(job, outcome);
     } catch (err) {
@@ -164,6 +206,10 @@ export class HttpPusher {
   /** Waits for the pushes in flight (queued ones stay buffered for replay) and closes the pool. */
   async close(): Promise<void> {
     this.queue.length = 0;
+    // A2A polls stop at once: their deliveries stay buffered and come back with their deadlines.
+    this.closing = true;
+    for (const wake of this.wakers) wake();
+    this.wakers.clear();
     await Promise.allSettled([...this.running]);
     await this.pool.close();
   }

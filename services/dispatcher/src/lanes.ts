@@ -1,5 +1,5 @@
 /**
- * Priority lanes (SPEC R-D9): which waiting delivery of an agent gets the next free slot.
+ * Priority lanes (R-D9): which waiting delivery of an agent gets the next free slot.
  *
  * Each agent has three FIFO lanes, HIGH / NORMAL / LOW, served by smooth weighted round robin
  * over the lanes that are not empty: every pick adds each non-empty lane's weight to its

@@ -1,7 +1,7 @@
 import { Gauge, type Counter, type Histogram } from 'prom-client';
 import type { ServiceMetrics } from '@reach/service-kit';
 
-/** The dispatcher's own metrics, `reach_dispatcher_*` (DESIGN §8), with bounded labels only. */
+/** The dispatcher's own metrics, `reach_dispatcher_*` (docs/design.md §8), with bounded labels only. */
 export interface DispatcherMetrics {
   connections: Gauge;
   connects: Counter;
@@ -10,6 +10,8 @@ export interface DispatcherMetrics {
   dispatchSeconds: Histogram<'outcome'>;
   batchPhaseSeconds: Histogram<'phase'>;
   batchRecords: Histogram;
+  /** The service-wide poison counter (ServiceMetrics.poisonRecords). */
+  poisonRecords: ServiceMetrics['poisonRecords'];
   closes: Counter<'code'>;
   routed: Counter;
   deliveriesSent: Counter;
@@ -17,6 +19,7 @@ export interface DispatcherMetrics {
   acks: Counter;
   rejects: Counter;
   results: Counter;
+  refusedResults: Counter;
   sends: Counter<'outcome'>;
   slowDisconnects: Counter;
   failedSends: Counter;
@@ -34,6 +37,7 @@ export interface DispatcherMetrics {
 
 export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
   return {
+    poisonRecords: m.poisonRecords,
     connections: new Gauge({
       name: `${m.prefix}connections`,
       help: 'Authenticated agent WebSocket connections held by this instance.',
@@ -63,20 +67,25 @@ export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
     routed: m.counter('routed_deliveries_total', 'Routed deliveries consumed and written to a replay buffer.'),
     deliveriesSent: m.counter('deliveries_sent_total', 'deliver frames sent over WebSockets (live and replayed).'),
     replayedFrames: m.counter('replayed_frames_total', 'deliver frames replayed to a (re)connecting agent.'),
-    acks: m.counter('acks_total', 'Deliveries acknowledged by agents (DELIVERED).'),
+    acks: m.counter('acks_total', 'Deliveries made DELIVERED by their agent: acked, or answered by a result before the ack (once per delivery).'),
     rejects: m.counter('rejects_total', 'Deliveries rejected by agents (REJECTED, 3003).'),
     results: m.counter('results_total', 'Handler results received from agents.'),
+    refusedResults: m.counter('refused_results_total', 'Handler results refused (4102 over the payload limit, 4101 text that cannot be stored), by code.', [
+      'code',
+    ]),
     sends: m.counter('sends_total', 'send frames from agents, by outcome (accepted, error).', ['outcome']),
     slowDisconnects: m.counter(
       'slow_disconnects_total',
       'Connections closed as slow: their outbound buffer did not drain for REACH_WS_SLOW_AFTER_MS, or exceeded REACH_WS_MAX_BUFFERED_BYTES.',
     ),
-    failedSends: m.counter('failed_sends_total', 'Connections dropped because a send on them failed (SPEC R-C4).'),
+    failedSends: m.counter('failed_sends_total', 'Connections dropped because a send on them failed (R-C4).'),
     httpPushes: m.counter('http_pushes_total', 'HTTP pushes to agent endpoints, by outcome (ack, reject, failure, dropped).', ['outcome']),
     ackTimeouts: m.counter('ack_timeouts_total', 'Deliveries whose ack deadline passed (3002): failed attempts.'),
-    lateAnswers: m.counter('late_answers_total', 'Acks and rejects for deliveries no longer pending (after their deadline, or repeated), ignored; by kind.', [
-      'kind',
-    ]),
+    lateAnswers: m.counter(
+      'late_answers_total',
+      'Answers (ack, reject, result) to deliveries whose attempt had already ended (its ack deadline passed, or DEAD past its budget), ignored; at most one per delivery, repeats of an answer are not counted; by kind.',
+      ['kind'],
+    ),
     retriesScheduled: m.counter('retries_scheduled_total', 'Failed attempts sent to reach.retry.v1, by failure code.', ['code']),
     deaths: m.counter('dead_total', 'Messages declared DEAD after a failed attempt, by code (3004, 3005, 3006).', ['code']),
     // Waiting now, cluster-wide = sum over instances of queued − promotions − wait_expired.

@@ -1,16 +1,17 @@
-import { ReachError, type Logger } from '@reach/core';
-import { envelopeFromJson, validateEnvelope, type Envelope, type EnvelopeJson, type SchemaCodec } from '@reach/envelope';
+import { HAND_BACK_CODE, ReachError, type Logger } from '@reach/core';
+import { checkResult, envelopeFromJson, toStorableText, validateEnvelope, type Envelope, type EnvelopeJson, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
 import { receiptRecord, statusRecord } from '@reach/service-kit';
 import { NOOP_TRACER, type Tracer } from '@reach/tracing';
 import { settlesLate } from './ack-journal.js';
+import { answerOutcome, type AnswerFrame, type Found } from './answer-outcome.js';
 import { recordDispatchSpan } from './dispatch-span.js';
 import { envelopeFromMessageJson, envelopeOfEntry, headOf, parseHead, type EntryHead } from './entry.js';
 import type { Failures } from './failures.js';
 import type { CircuitRecorder } from './circuit-recorder.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Outbox } from './outbox.js';
-import type { Promotion, ReplayBuffer } from './replay-buffer.js';
+import type { Promotion, ReplayBuffer, TakeOutcome } from './replay-buffer.js';
 
 /**
  * What an agent's answer to a delivery does, whichever channel it came over (WebSocket frame
@@ -36,6 +37,8 @@ export interface ResultInput {
   headers?: Record<string, string> | undefined;
   /** The result frame's traceparent: the correlated reply continues that trace context. */
   traceparent?: string | undefined;
+  /** An A2A agent's own id of the task that answered (HTTP push to A2A agents): kept in the DELIVERED detail. */
+  a2a_task_id?: string | undefined;
 }
 
 export interface RejectInput {
@@ -106,13 +109,11 @@ export class Outcomes {
   async ack(agent: string, seq: number, messageId: string): Promise<AnswerOutcome> {
     const ackedAt = Date.now();
     const taken = await this.d.buffer.take(agent, seq, messageId, true, false, ackedAt, ackedAt);
-    if (taken.kind === 'gone') this.late('ack', agent, seq, messageId);
-    if (taken.kind === 'ended') return this.ended('ack', agent, seq, messageId, taken.promotions);
-    if (taken.kind !== 'taken') return taken.kind;
+    if (taken.kind === 'mismatch') return 'mismatch';
+    if (taken.kind !== 'taken') return this.notPending('ack', taken, agent, seq, messageId);
     this.d.promoted?.(taken.promotions);
     const head = this.headOrLog(taken.head, agent, messageId, seq);
     if (!head) return 'done';
-    recordDispatchSpan(this.tracer, head, agent, 'ack', { seq });
     const envelope = envelopeFromMessageJson(head.message);
     // Journaled with the take: settled once DELIVERED is written; if it cannot be (Kafka away,
     // this process killed), the ack journal produces it later (ack-journal.ts).
@@ -124,8 +125,7 @@ export class Outcomes {
           this.d.log.warn({ err, trace_id: envelope.trace_id, message_id: messageId }, 'DELIVERED not produced yet; the ack journal retries it'),
       )
       .catch((err: unknown) => this.d.log.warn({ err, message_id: messageId }, 'could not settle a journaled ack; it is produced again (harmless)'));
-    this.d.metrics.acks.inc();
-    this.d.circuits?.record(agent, true);
+    this.delivered1('ack', agent, head, seq);
     return 'done';
   }
 
@@ -133,16 +133,19 @@ export class Outcomes {
   async reject(agent: string, seq: number, messageId: string, r: RejectInput): Promise<AnswerOutcome> {
     const failures = this.d.failures;
     const taken = await this.d.buffer.take(agent, seq, messageId, false, failures !== undefined);
-    if (taken.kind === 'gone') this.late('reject', agent, seq, messageId);
-    if (taken.kind === 'ended') return this.ended('reject', agent, seq, messageId, taken.promotions);
-    if (taken.kind !== 'taken') return taken.kind;
+    if (taken.kind === 'mismatch') return 'mismatch';
+    if (taken.kind !== 'taken') return this.notPending('reject', taken, agent, seq, messageId);
     this.d.promoted?.(taken.promotions);
     const head = this.headOrLog(headOf(taken.head), agent, messageId, seq);
     if (!head) return 'done';
-    const reason = r.reason ?? 'rejected by the agent';
-    const detail = { agent_code: r.code ?? null, agent_reason: r.reason ?? null, retryable: r.retryable ?? null };
+    // The agent's words are kept, made storable: refusing a reject would lose the refusal.
+    const agentReason = r.reason === undefined ? undefined : toStorableText(r.reason);
+    const agentCode = typeof r.code === 'string' ? toStorableText(r.code) : r.code;
+    const reason = agentReason ?? 'rejected by the agent';
+    const detail = { agent_code: agentCode ?? null, agent_reason: agentReason ?? null, retryable: r.retryable ?? null };
     if (failures) {
       // Only an explicit `retryable: true` asks for another attempt; a bare reject is final.
+      // Failures records the circuit's failure (countsAgainstAgent agrees with answerOutcome).
       const { records } = await failures.records({
         agent,
         envelope: envelopeOfEntry(taken.head),
@@ -150,6 +153,7 @@ export class Outcomes {
         code: 3003,
         reason,
         failureRetryable: r.retryable === true,
+        handedBack: r.retryable === true && agentCode === HAND_BACK_CODE,
         detail: { seq, ...detail },
         seq,
         traceparent: r.traceparent,
@@ -170,21 +174,41 @@ export class Outcomes {
     return 'done';
   }
 
-  /** An answer for a delivery no longer pending: its deadline passed (retried elsewhere) or it was answered before. */
-  private late(kind: 'ack' | 'reject', agent: string, seq: number, messageId: string): void {
-    this.d.metrics.lateAnswers.inc({ kind });
-    this.d.log.debug({ agent_id: agent, seq, message_id: messageId }, `${kind} for a delivery no longer pending (past its deadline or answered); ignored`);
+  /**
+   * The answer that took a pending delivery and made it DELIVERED (an ack, or a result that
+   * came first): its span, its count and its circuit success — once per delivery, whichever
+   * frame carried it (answer-outcome.ts).
+   */
+  private delivered1(frame: 'ack' | 'result', agent: string, head: EntryHead, seq: number): void {
+    const account = answerOutcome(frame, 'pending');
+    recordDispatchSpan(this.tracer, head, agent, frame, { seq });
+    this.d.metrics.acks.inc();
+    if (account.circuit === 'success') this.d.circuits?.record(agent, true);
   }
 
   /**
-   * An answer to a message the stuck sweep declared DEAD while it was unanswered (its budget
-   * ended; typically the dispatcher was away and the agent resent the answer on reconnecting):
-   * the sender was told DEAD, so it stays DEAD — no DELIVERED after it, no retry.
+   * A frame that found its delivery no longer pending: a repeat of an answer already counted
+   * (nothing happens), or a late answer — its deadline passed (that failure was the attempt's
+   * outcome; retried elsewhere) or the stuck sweep declared the message DEAD past its budget
+   * while it was unanswered (typically the dispatcher was away and the agent resent the answer
+   * on reconnecting: the sender was told DEAD, so it stays DEAD). A late answer is counted
+   * once: the take left the answered marker for the frames that follow it.
    */
-  private ended(kind: 'ack' | 'reject' | 'result', agent: string, seq: number, messageId: string, promotions: readonly Promotion[]): 'gone' {
-    this.d.promoted?.(promotions);
-    this.d.metrics.lateAnswers.inc({ kind: kind === 'result' ? 'ack' : kind });
-    this.d.log.info({ agent_id: agent, seq, message_id: messageId }, `${kind} for a message already declared DEAD past its budget; ignored`);
+  private notPending(
+    frame: AnswerFrame,
+    taken: Exclude<TakeOutcome, { kind: 'taken' | 'mismatch' }>,
+    agent: string,
+    seq: number | undefined,
+    messageId: string,
+  ): 'gone' {
+    if (taken.kind === 'ended') this.d.promoted?.(taken.promotions);
+    const account = answerOutcome(frame, taken.kind);
+    const fields = { agent_id: agent, seq, message_id: messageId };
+    if (account.late) {
+      this.d.metrics.lateAnswers.inc({ kind: frame });
+      if (taken.kind === 'ended') this.d.log.info(fields, `${frame} for a message already ended (declared DEAD past its budget, or canceled); ignored`);
+      else this.d.log.debug(fields, `${frame} for a delivery no longer pending (past its deadline); ignored`);
+    } else this.d.log.debug(fields, `${frame} for a delivery already answered; ignored`);
     return 'gone';
   }
 
@@ -198,27 +222,39 @@ export class Outcomes {
    * A handler's result for `message_id`. The message must have been delivered to this agent:
    * either still un-acked (`inflightSeq`, then the result also counts as its ack) or acked
    * recently. Resolves once the status (and the correlated reply) are written; returns the
-   * reply's message id when one was sent.
+   * reply's message id when one was sent. A repeat of a result already produced (re-sent after
+   * a reconnect) is ignored: the reply goes out once.
    */
   async result(agent: string, token: string, r: ResultInput, inflightSeq?: number): Promise<string | undefined> {
-    let ctx: EntryHead | undefined;
-    let unacked = false;
+    const refused = checkResult(r, this.d.maxPayloadBytes);
+    if (refused) return this.refuseResult(agent, r, refused, inflightSeq);
     const stored = await this.d.buffer.resultContext(agent, r.message_id);
-    if (stored) ctx = parseHead(stored);
+    let ctx = stored === null ? undefined : parseHead(stored);
+    let found: Found = ctx ? 'awaiting_result' : stored === null ? 'gone' : 'answered';
     if (!ctx && inflightSeq !== undefined) {
       const entry = await this.d.buffer.peek(agent, inflightSeq);
       const head = entry === undefined ? undefined : parseHead(headOf(entry));
       if (head && head.mid === r.message_id) {
         ctx = head;
-        unacked = true;
+        found = 'pending';
       }
     }
-    if (!ctx)
+    if (found === 'answered') {
+      this.notPending('result', { kind: 'answered' }, agent, inflightSeq, r.message_id);
+      return undefined;
+    }
+    if (!ctx) {
+      // Late (its deadline passed, its context expired), or never delivered here: counted once
+      // (the marker makes the ack that follows a repeat), and answered with an error.
+      await this.d.buffer.markAnswered(agent, r.message_id, true);
+      this.notPending('result', { kind: 'gone' }, agent, inflightSeq, r.message_id);
       throw new ReachError('INVALID_ENVELOPE', `no delivery of ${r.message_id} to ${agent} is waiting for a result`, { details: { field: 'message_id' } });
+    }
 
     const original = envelopeFromMessageJson(ctx.message);
     const resultDetail = r.payload_b64 !== undefined ? { status: r.status, payload_b64: r.payload_b64 } : { status: r.status, payload: r.payload ?? null };
-    const out: OutRecord[] = [this.status('DELIVERED', agent, original, ctx, { detail: { result: resultDetail } })];
+    const detail = { result: resultDetail, ...(r.a2a_task_id ? { a2a_task_id: r.a2a_task_id } : {}) };
+    const out: OutRecord[] = [this.status('DELIVERED', agent, original, ctx, { detail })];
     let replyId: string | undefined;
     if (original.reply_to) {
       const reply = this.correlatedReply(agent, original, r);
@@ -231,31 +267,55 @@ export class Outcomes {
       });
       replyId = reply.message_id;
     }
-    // A result for a delivery not acked yet is its ack too: it leaves the buffer (not replayed).
-    let journaled = false;
-    if (unacked && inflightSeq !== undefined) {
+    // A result for a delivery not acked yet is its ack too: it leaves the buffer (not replayed),
+    // journaled like an ack, and counts as the delivery's outcome exactly like one.
+    if (found === 'pending' && inflightSeq !== undefined) {
       const now = Date.now();
       const taken = await this.d.buffer.take(agent, inflightSeq, r.message_id, true, false, now, now);
-      if (taken.kind === 'ended') {
-        this.ended('result', agent, inflightSeq, r.message_id, taken.promotions);
-        return undefined;
-      }
-      if (taken.kind === 'taken') {
-        journaled = true;
-        this.d.promoted?.(taken.promotions);
-        recordDispatchSpan(this.tracer, ctx, agent, 'result', { seq: inflightSeq });
-      } else if ((await this.d.buffer.resultContext(agent, r.message_id)) === null) {
+      if (taken.kind === 'taken') this.d.promoted?.(taken.promotions);
+      else if (taken.kind === 'answered' && parseHead((await this.d.buffer.resultContext(agent, r.message_id)) ?? '')) {
+        found = 'awaiting_result'; // acked meanwhile: a result after its ack
+      } else {
         // Failed between the peek and the take (its deadline passed: retried elsewhere, or DEAD
-        // past its budget): a late answer, like a late ack. Producing DELIVERED now would give
-        // the message a second outcome. (Acked meanwhile, it has its result context: go on.)
-        this.late('ack', agent, inflightSeq, r.message_id);
+        // past its budget): a late answer. Producing DELIVERED now would give the message a
+        // second outcome.
+        this.notPending('result', taken.kind === 'mismatch' ? { kind: 'gone' } : taken, agent, inflightSeq, r.message_id);
         return undefined;
       }
     }
     await this.d.outbox.send(out);
-    if (journaled) await this.d.buffer.settleAck(r.message_id, settlesLate(ctx.budget_at));
+    if (found === 'pending' && inflightSeq !== undefined) {
+      await this.d.buffer.settleAck(r.message_id, settlesLate(ctx.budget_at));
+      this.delivered1('result', agent, ctx, inflightSeq);
+    }
+    // Its result is out: a second one for the same delivery is a repeat, not another reply.
+    await this.d.buffer.markAnswered(agent, r.message_id);
     this.d.metrics.results.inc();
     return replyId;
+  }
+
+  /**
+   * A result the pipeline cannot carry (over the payload limit, or text PostgreSQL cannot hold)
+   * is never dropped: an un-acked delivery is settled as the agent's final refusal (REJECTED
+   * 3003, the agent code 4102 or 4101 and the reason saying why), so the sender learns at once
+   * instead of waiting out the ack deadline; the agent gets the error (thrown: an `error`
+   * frame on a WebSocket, a warning for an HTTP push). A delivery already acked stays
+   * DELIVERED, without a result.
+   */
+  private async refuseResult(agent: string, r: ResultInput, refused: ReachError, inflightSeq: number | undefined): Promise<never> {
+    this.d.metrics.refusedResults.inc({ code: String(refused.code) });
+    this.d.log.warn({ agent_id: agent, message_id: r.message_id, code: refused.code, err: refused.message }, 'result refused');
+    if (inflightSeq !== undefined) {
+      await this.reject(agent, inflightSeq, r.message_id, {
+        code: refused.code,
+        reason: `result refused: ${refused.code} ${refused.codeName}: ${refused.message}`,
+        retryable: false,
+        traceparent: r.traceparent,
+      });
+    }
+    throw new ReachError(refused.codeName, `result of ${r.message_id} refused: ${refused.message}`, {
+      details: { ...refused.details, message_id: r.message_id },
+    });
   }
 
   private correlatedReply(agent: string, original: Envelope, r: ResultInput): Envelope {

@@ -2,13 +2,13 @@ import { errorInfo, type ErrorName, type ReachError } from '@reach/core';
 import { isValidTraceparent } from '@reach/tracing';
 
 /**
- * The WebSocket protocol of DESIGN §4 (public contract): text frames, one JSON object each,
+ * The WebSocket protocol of docs/design.md §4 (public contract): text frames, one JSON object each,
  * told apart by `type`. This module is pure: parsing what agents send (a tolerant reader —
  * unknown fields are ignored, wrong types are refused with 4101) and building what the
  * dispatcher sends.
  */
 
-/** Close codes of DESIGN §4, plus the standard code used for a connection dropped as slow. */
+/** Close codes of docs/design.md §4, plus the standard code used for a connection dropped as slow. */
 export const CLOSE = {
   DUPLICATE: 4001,
   AUTH_FAILED: 4003,
@@ -30,7 +30,7 @@ export interface HelloFrame {
 }
 
 /**
- * `traceparent` (W3C) is an optional field added to DESIGN §4's frames (SPEC R-F1): on
+ * `traceparent` (W3C) is an optional field added to docs/design.md §4's frames (R-F1): on
  * `deliver` the delivery's trace context, on `ack`/`reject`/`result` the agent's (the SDK echoes
  * the delivery's); a malformed value is ignored, as W3C Trace Context asks.
  */
@@ -42,7 +42,7 @@ export interface AckFrame {
 }
 
 /**
- * `progress` (an addition to DESIGN §4): the agent is still working on the delivery. Its ack
+ * `progress` (an addition to docs/design.md §4): the agent is still working on the delivery. Its ack
  * deadline moves to now + the delivery's ack window (the message's timeout_ms, else
  * REACH_ACK_TIMEOUT_MS), so a handler longer than the window is not retried elsewhere while it
  * runs. Nothing is answered; a progress for a delivery already answered is ignored.
@@ -68,7 +68,7 @@ export interface ResultFrame {
   type: 'result';
   message_id: string;
   /**
-   * The delivery's seq (optional, an addition to DESIGN §4): lets a result re-sent on a new
+   * The delivery's seq (optional, an addition to docs/design.md §4): lets a result re-sent on a new
    * connection, after the one it was delivered on died, find its delivery.
    */
   seq: number | undefined;
@@ -96,14 +96,23 @@ export interface PingFrame {
  * agent → `refresh_token {token}`: a fresh token of the same agent for the open connection
  * (the SDK renews before expiry without reconnecting); server → `token_refreshed {expires_at}`,
  * or `error` 1003 and close 4003 when the token is not valid for this agent. An extension of
- * DESIGN §4: an agent that never sends it is closed with 4003 when its token expires.
+ * docs/design.md §4: an agent that never sends it is closed with 4003 when its token expires.
  */
 export interface RefreshTokenFrame {
   type: 'refresh_token';
   token: string;
 }
 
-export type AgentFrame = HelloFrame | AckFrame | ProgressFrame | RejectFrame | ResultFrame | SendFrame | PingFrame | RefreshTokenFrame;
+/**
+ * agent → `subscribe_routes {}` (an extension of docs/design.md §4, R-G6): the agent wants the
+ * pre-flight view of what it can reach — server → `routes {full: true, capabilities, topics}`
+ * at once, then `routes {full: false, …}` with what changed (routes-feed.ts).
+ */
+export interface SubscribeRoutesFrame {
+  type: 'subscribe_routes';
+}
+
+export type AgentFrame = HelloFrame | AckFrame | ProgressFrame | RejectFrame | ResultFrame | SendFrame | PingFrame | RefreshTokenFrame | SubscribeRoutesFrame;
 
 /** A frame that could not be understood; the connection stays open and gets an `error` frame. */
 export interface FrameError {
@@ -212,6 +221,8 @@ export function parseAgentFrame(text: string): AgentFrame | FrameError {
         return { type: f.type, ts: typeof f.ts === 'number' && Number.isFinite(f.ts) ? f.ts : undefined };
       case 'refresh_token':
         return { type: 'refresh_token', token: reqString(f, 'token') };
+      case 'subscribe_routes':
+        return { type: 'subscribe_routes' };
       default:
         return {
           type: 'invalid',
@@ -254,4 +265,13 @@ export function pingFrame(ts: number): string {
 
 export function pongFrame(ts: number): string {
   return JSON.stringify({ type: 'pong', ts });
+}
+
+/**
+ * The pre-flight view (R-G6): by capability and by topic, 0 when a message would be routed,
+ * else the code it would be refused with (2001, 2003, 3001); in a change (`full` false), null
+ * removes a name.
+ */
+export function routesFrame(full: boolean, capabilities: Record<string, number | null>, topics: Record<string, number | null>): string {
+  return JSON.stringify({ type: 'routes', full, capabilities, topics });
 }

@@ -1,12 +1,13 @@
 import { ReachError } from '@reach/core';
 import { GroupCommit } from '@reach/kafka';
 import { ACK_JOURNAL, ACKED_LATE_KEEP_MS, ENDED_MESSAGES, WORK_IN_PROGRESS, type Redis } from '@reach/store';
+import { ANSWERED_MARKER, ANSWERED_MARKER_TTL_S } from './answer-outcome.js';
 import { APPEND, FAIL_OVER, FILL, READ, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
 import { deadlineJson, headOf, midPrefix, parseHead, type EntryHead } from './entry.js';
 import { LANES, type LaneIndex, type PerLane } from './lanes.js';
 
 /**
- * Per-agent sequence numbers and replay buffers in Redis (SPEC R-C6), shared by every
+ * Per-agent sequence numbers and replay buffers in Redis (R-C6), shared by every
  * dispatcher instance:
  *
  * - `reach:seq:{agent}`  the agent's last assigned seq (INCR). Kept long after the buffer
@@ -16,9 +17,11 @@ import { LANES, type LaneIndex, type PerLane } from './lanes.js';
  *   un-acked deliveries, expiring REACH_REPLAY_TTL_S after the last write.
  * - `reach:gen:{agent}`  connection generation: the newest connection wins (4001 for older).
  * - `reach:res:{agent}:<message_id>`  the head of an acked entry (envelope fields without the
- *   payload) while its result may still come (reply_to, trace), short-lived.
+ *   payload) while its result may still come (reply_to, trace), short-lived; once its outcome
+ *   is counted and no result can come, the answered marker for a minute, so the frames that
+ *   follow are known as repeats, not late answers (answer-outcome.ts).
  *
- * and the per-target concurrency cap (SPEC R-D7) with priority lanes (SPEC R-D9): the buffer
+ * and the per-target concurrency cap (R-D7) with priority lanes (R-D9): the buffer
  * holds at most the agent's max_concurrency deliveries (sent or about to be, not yet acked,
  * rejected or failed); the rest wait, without a seq, in
  *
@@ -46,13 +49,28 @@ import { LANES, type LaneIndex, type PerLane } from './lanes.js';
  */
 
 interface ScriptCommands {
-  reachFailOver(buf: string, deadlines: string, lost: string, agent: string, now: number, ttlMs: number): Promise<number>;
+  reachFailOver(buf: string, deadlines: string, lost: string, agent: string, now: number, ttlMs: number, mark: string): Promise<number>;
   reachAppend(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
   reachTake(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
   reachTakeExpired(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
   reachFill(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
   reachTakeWaiting(...keysAndArgs: Array<string | number>): Promise<string | null>;
   reachRead(buf: string, unreleased: string, afterSeq: number, limit: number): Promise<[Array<string>, number[]]>;
+}
+
+/** An agent marked lost by failOver: when, and whether it had closed its socket itself with 1000. */
+export interface Lost {
+  at: number;
+  stoppedGracefully: boolean;
+}
+
+/** The lost marker's value: the time, `g` after it for a graceful stop. */
+export function lostMark(at: number, stoppedGracefully: boolean): string {
+  return stoppedGracefully ? `${at}g` : String(at);
+}
+
+export function parseLostMark(v: string): Lost {
+  return { at: Number.parseInt(v, 10), stoppedGracefully: v.endsWith('g') };
 }
 
 /** How long the seq counter and connection generation outlive the last delivery (30 days). */
@@ -65,7 +83,7 @@ const COUNTER_TTL_S = 30 * 86400;
  * or a stop (seconds), a crashed instance's partitions taken over after the session timeout
  * (30 s) or its restart. Longer would only cost memory (one small key per delivery, ≈ 230 B:
  * 1,000 msg/s ≈ 28 MB); a record replayed later still than this is appended again
- * (at-least-once, SPEC R-D6).
+ * (at-least-once, R-D6).
  */
 const APPEND_MARKER_TTL_S = 120;
 /** How long a WORK_IN_PROGRESS entry stays after its hold ran out (the stuck sweep only reads live ones). */
@@ -183,7 +201,10 @@ export interface Promotion {
 /** `head` is the entry's head, or the whole entry when asked for (`whole`). */
 export type TakeOutcome =
   | { kind: 'taken'; head: string; promotions: Promotion[] }
+  /** Not pending, and nothing says it was answered: past its deadline (failed), or never here. */
   | { kind: 'gone' }
+  /** Answered before: acked (its result context waits) or its outcome counted (answer-outcome.ts). */
+  | { kind: 'answered' }
   | { kind: 'mismatch' }
   /** The stuck sweep declared the message DEAD: the delivery left the buffer unanswered. */
   | { kind: 'ended'; promotions: Promotion[] };
@@ -276,11 +297,11 @@ export class ReplayBuffer {
     private readonly ttlS: number,
     private readonly flow: FlowPolicy = { limitOf: () => 0, weights: [60, 30, 10] },
   ) {
-    redis.defineCommand('reachAppend', { numberOfKeys: 11, lua: APPEND });
+    redis.defineCommand('reachAppend', { numberOfKeys: 12, lua: APPEND });
     redis.defineCommand('reachRead', { numberOfKeys: 2, lua: READ });
     redis.defineCommand('reachTake', { numberOfKeys: 12, lua: TAKE });
-    redis.defineCommand('reachTakeExpired', { numberOfKeys: 8, lua: TAKE_EXPIRED });
-    redis.defineCommand('reachFill', { numberOfKeys: 8, lua: FILL });
+    redis.defineCommand('reachTakeExpired', { numberOfKeys: 9, lua: TAKE_EXPIRED });
+    redis.defineCommand('reachFill', { numberOfKeys: 9, lua: FILL });
     redis.defineCommand('reachTakeWaiting', { numberOfKeys: 8, lua: TAKE_WAITING });
     redis.defineCommand('reachFailOver', { numberOfKeys: 3, lua: FAIL_OVER });
     this.scripts = redis as unknown as ScriptCommands;
@@ -325,6 +346,7 @@ export class ReplayBuffer {
           keys.order(it.agent),
           keys.appended(it.agent, it.messageId, it.attempt),
           keys.unreleased(it.agent),
+          ENDED_MESSAGES,
           ...this.flowArgv(it.agent, now),
           it.head,
           it.attempt,
@@ -336,6 +358,7 @@ export class ReplayBuffer {
           it.lane + 1,
           it.waitDeadline,
           APPEND_MARKER_TTL_S,
+          it.messageId,
         );
       }
       const replies = (await pipe.exec()) ?? [];
@@ -410,12 +433,27 @@ export class ReplayBuffer {
         whole ? '1' : '0',
         ackedAt === undefined ? '' : ackedAt,
         messageId,
+        ANSWERED_MARKER,
+        ANSWERED_MARKER_TTL_S,
       ),
     );
     const status = Number(r[0]);
     if (status === 1) return { kind: 'taken', head: String(r[1]), promotions: promotionsOf(agent, r, 2) };
     if (status === 3) return { kind: 'ended', promotions: promotionsOf(agent, r, 2) };
+    if (status === 4) return { kind: 'answered' };
     return status === 2 ? { kind: 'mismatch' } : { kind: 'gone' };
+  }
+
+  /**
+   * The delivery's outcome is counted and no result can follow any more (a result produced, a
+   * late result counted): later frames about it are repeats (answer-outcome.ts). `onlyIfNew`:
+   * keep what is there (a context a concurrent ack just stored).
+   */
+  async markAnswered(agent: string, messageId: string, onlyIfNew = false): Promise<void> {
+    const key = keys.result(agent, messageId);
+    await call('mark answered', () =>
+      onlyIfNew ? this.redis.set(key, ANSWERED_MARKER, 'EX', ANSWERED_MARKER_TTL_S, 'NX') : this.redis.set(key, ANSWERED_MARKER, 'EX', ANSWERED_MARKER_TTL_S),
+    );
   }
 
   /**
@@ -423,7 +461,7 @@ export class ReplayBuffer {
    * promoted into the freed slot; undefined when it was answered meanwhile.
    */
   async takeExpired(agent: string, seq: number, now: number = Date.now()): Promise<{ entry: string; promotions: Promotion[] } | undefined> {
-    const r = await call('take expired', () => this.scripts.reachTakeExpired(...this.flowKeys(agent), ...this.flowArgv(agent, now), seq));
+    const r = await call('take expired', () => this.scripts.reachTakeExpired(...this.flowKeys(agent), ENDED_MESSAGES, ...this.flowArgv(agent, now), seq));
     const entry = String(r[0]);
     return entry === '' ? undefined : { entry, promotions: promotionsOf(agent, r, 1) };
   }
@@ -438,7 +476,7 @@ export class ReplayBuffer {
 
   /** Promotes waiting deliveries into whatever slots are free. */
   async fill(agent: string, now: number = Date.now()): Promise<Promotion[]> {
-    const r = await call('fill', () => this.scripts.reachFill(...this.flowKeys(agent), ...this.flowArgv(agent, now)));
+    const r = await call('fill', () => this.scripts.reachFill(...this.flowKeys(agent), ENDED_MESSAGES, ...this.flowArgv(agent, now)));
     return promotionsOf(agent, r, 0);
   }
 
@@ -493,9 +531,11 @@ export class ReplayBuffer {
    * to another candidate right away, and the agent is marked lost so the failure says why
    * (1002). Returns how many deliveries were pulled forward.
    */
-  async failOver(agent: string, now: number = Date.now()): Promise<number> {
+  async failOver(agent: string, now: number = Date.now(), stoppedGracefully = false): Promise<number> {
     return call('fail over', async () =>
-      Number(await this.scripts.reachFailOver(keys.buf(agent), keys.deadlines, keys.lost(agent), agent, now, this.ttlS * 1000)),
+      Number(
+        await this.scripts.reachFailOver(keys.buf(agent), keys.deadlines, keys.lost(agent), agent, now, this.ttlS * 1000, lostMark(now, stoppedGracefully)),
+      ),
     );
   }
 
@@ -599,10 +639,10 @@ export class ReplayBuffer {
     return values.map((v) => (v === null ? undefined : parseJournaledAck(v)));
   }
 
-  /** When the agent was marked lost (failOver), if it has not connected since. */
-  async lostAt(agent: string): Promise<number | undefined> {
+  /** When the agent was marked lost (failOver), and whether it had stopped gracefully, if it has not connected since. */
+  async lostAt(agent: string): Promise<Lost | undefined> {
     const v = await call('get lost', () => this.redis.get(keys.lost(agent)));
-    return v === null ? undefined : Number(v);
+    return v === null ? undefined : parseLostMark(v);
   }
 
   async generation(agent: string): Promise<number> {

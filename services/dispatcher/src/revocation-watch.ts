@@ -12,7 +12,7 @@ export interface WatchedConnection {
 }
 
 /**
- * Token revocation on the WebSocket path (SPEC R-C2): checked at hello (and at a token
+ * Token revocation on the WebSocket path (R-C2): checked at hello (and at a token
  * renewal) against PostgreSQL, and followed afterwards, so an open connection whose token is
  * revoked is closed with 4003 within about a second (a check at connect alone would let a
  * revoked agent keep its socket for as long as it likes). The in-memory view also answers

@@ -1,12 +1,14 @@
 import { ReachError, toReachError, type Logger } from '@reach/core';
 import type { Envelope, RoutedDelivery, SchemaCodec } from '@reach/envelope';
 import { TOPICS, produceAll, valueSubject, type InRecord, type OutRecord, type Producer } from '@reach/kafka';
+import { budgetStartOf } from '@reach/routing';
 import { deadLetterRecord, statusRecord } from '@reach/service-kit';
 import type { Tracer } from '@reach/tracing';
 import type { Announcement } from './announcer.js';
 import { tooLateToSend, windowEnd, type DeadlineHolds, type HeldDelivery } from './deadline-holds.js';
 import { deliveryTrace } from './dispatch-span.js';
-import { buildEntry, entryPartsOf } from './entry.js';
+import { buildEntry, entryPartsOf, parseHead } from './entry.js';
+import type { Failures } from './failures.js';
 import { LANES, laneOf } from './lanes.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Promoter } from './promotions.js';
@@ -28,7 +30,7 @@ import type { LaneBacklogReporter } from './lane-backlog.js';
  *      overtake its DELIVERING event,
  *
  * and returns; the batch stage then resolves the offsets. Nothing here waits for an agent, nor
- * for a slot (DESIGN §8): a waiting delivery is durably in Redis and flows when an ack, reject
+ * for a slot (docs/design.md §8): a waiting delivery is durably in Redis and flows when an ack, reject
  * or missed ack deadline frees a slot — the script that frees it promotes the next one. A
  * record that cannot be decoded goes to reach.dlq.v1; a dependency failure (Redis, Kafka, the
  * schema registry) fails the batch, which kafkajs retries.
@@ -55,6 +57,8 @@ export interface RoutedConsumerDeps {
   /** Reserves each delivery's dispatch span (dispatch-span.ts). */
   tracer: Tracer;
   holds: DeadlineHolds;
+  /** Ends a delivery routed with too little of its time left (DEAD 3005/3006, or a retry). */
+  failures: Pick<Failures, 'records'>;
   /** Told of every delivery that went to a waiting lane (lane-backlog.ts). */
   backlog: Pick<LaneBacklogReporter, 'queued'>;
 }
@@ -85,22 +89,28 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
         const delivery = withWindowFrom(routed, windowMs, consumedAt);
         if (!delivery.agent_id) throw new ReachError('INVALID_ENVELOPE', 'routed delivery without agent_id', { details: { field: 'agent_id' } });
         const trace = deliveryTrace(d.tracer, record.headers.traceparent, delivery.envelope.trace_id, consumedAt);
-        accepted.push({ delivery, windowMs, ...entryPartsOf(delivery, d.replayTtlS, consumedAt, trace) });
+        accepted.push({ delivery, windowMs, ...entryPartsOf(delivery, d.replayTtlS, consumedAt, trace, record) });
       } catch (err) {
         const error = toReachError(err);
         // The schema registry being away is no reason to dead-letter a good record.
         if (error.retryable && error.codeName !== 'INTERNAL') throw error;
         d.log.warn({ err: error, partition: record.partition, offset: record.offset }, 'undecodable routed delivery sent to the DLQ');
+        d.metrics.poisonRecords.inc({ topic: record.topic, parked: 'dlq' });
         dead.push(deadLetterRecord(d.codec, { service: d.service, error, record }));
       }
     }
-    // Past its budget already (it waited out a broker restart upstream): not sent, since the
-    // stuck sweep declares it DEAD 3005 now — an agent running it meanwhile would do the work
-    // for a message its sender is told is dead (`pnpm chaos --long`: DEAD, then DELIVERED).
+    // Past its budget already, or too close to its end to be answered (it waited out a broker
+    // restart upstream, or a retry was routed just before its expire_at): not sent — an agent
+    // running it meanwhile would do the work for a message its sender is told is dead
+    // (`pnpm chaos --long`: DEAD, then DELIVERED). Failed here at once, as a wait that ran out
+    // (2002, not the agent's fault): Failures ends it DEAD 3005/3006. Left to the stuck sweep,
+    // it stayed ROUTED for seconds past its end (a retry routed 190 ms before expire_at: DEAD
+    // 4.1 s later).
     const overBudget = accepted.filter((a) => pastBudget(a.delivery, consumedAt));
     if (overBudget.length > 0) {
-      d.log.info({ count: overBudget.length }, 'routed deliveries past their budget: not sent (the stuck sweep ends them DEAD 3005)');
+      d.log.info({ count: overBudget.length }, 'routed deliveries with too little time left: not sent, failed');
       accepted.splice(0, accepted.length, ...accepted.filter((a) => !overBudget.includes(a)));
+      for (const a of overBudget) dead.push(...(await tooLateRecords(d, a, consumedAt)));
     }
     if (accepted.length === 0) return dead;
 
@@ -223,8 +233,29 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
  * its sender is told is dead (`pnpm chaos --via kafka`: 19 "DEAD though acked", each sent with
  * tens of milliseconds of budget left after a broker restart).
  */
+/** The records that end (or retry) a delivery not sent for lack of time (Failures decides). */
+async function tooLateRecords(d: RoutedConsumerDeps, a: Accepted, now: number): Promise<readonly OutRecord[]> {
+  const head = parseHead(a.head);
+  if (!head) return [];
+  const left = (a.delivery.budget_deadline_at ?? now) - now;
+  const { records } = await d.failures.records(
+    {
+      agent: a.delivery.agent_id,
+      envelope: a.envelope,
+      head,
+      code: 2002,
+      reason: `routed with ${Math.max(0, left)} ms of its time left, too little to be answered: not sent`,
+      failureRetryable: true,
+      oncePerAttempt: true,
+      detail: { not_sent: true, time_left_ms: Math.max(0, left) },
+    },
+    now,
+  );
+  return records;
+}
+
 export function pastBudget(r: RoutedDelivery, now: number): boolean {
-  return tooLateToSend(r.budget_deadline_at, Number(r.envelope.created_at), now);
+  return tooLateToSend(r.budget_deadline_at, budgetStartOf(r.envelope), now);
 }
 
 /** Observes the time since the previous phase ended (or since it was made) under each phase's name. */

@@ -4,23 +4,27 @@ import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafk
 import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
 import { isTraceId, isValidTraceparent, type Tracer } from '@reach/tracing';
 import { ADMIN_PRODUCER, Authenticator } from './auth.js';
-import type { IdempotencyStore } from './idempotency.js';
+import type { IdempotencyClaim, IdempotencyStore } from './idempotency.js';
 import type { QuotaGate } from './quotas.js';
 import { PRODUCER_DOMAIN_DETAIL } from './read-access.js';
 import type { FoldedRefusals } from './refusal-flood.js';
 import type { EventRow, MessageRow } from './read-model.js';
+import { withBudgetFrom, type ReplayChains } from './replay-chain.js';
 import { traceparentFor } from './traceparent.js';
 
 const PENDING_SUBJECT = valueSubject(TOPICS.pending.name);
 
-/** The header of reach.ingress.v1 records that carries the producing agent's token (DESIGN §2). */
+/** The header of reach.ingress.v1 records that carries the producing agent's token (docs/design.md §2). */
 export const TOKEN_HEADER = 'reach-token';
 
 /** The producer a refusal is counted against when neither a token nor an envelope names one. */
 export const UNKNOWN_PRODUCER = '(unknown)';
 
 /** Where a submission came from. */
-export type Via = { readonly kind: 'kafka'; readonly record: InRecord } | { readonly kind: 'http' };
+export type Via =
+  | { readonly kind: 'kafka'; readonly record: InRecord }
+  /** `a2aMessageId`: sent as an A2A message (docs/a2a.md); its messageId goes into the PENDING detail. */
+  | { readonly kind: 'http'; readonly a2aMessageId?: string };
 
 export interface Submission {
   readonly envelope: Envelope;
@@ -40,6 +44,9 @@ export interface Submission {
 /** The header of reach.ingress.v1 records that carries a replay's attempt (docs/pipeline.md). */
 export const ATTEMPT_HEADER = 'reach-attempt';
 
+/** The PENDING detail field that holds where a replay's budget starts (ISO time; docs/pipeline.md). */
+export const BUDGET_FROM_DETAIL = 'budget_from';
+
 /** A replay's attempt from its header: a positive integer, else 0 (a first attempt). */
 export function attemptFromHeader(raw: string | undefined): number {
   const n = Number(raw ?? '0');
@@ -58,7 +65,7 @@ export interface AcceptorDeps {
   codec: SchemaCodec;
   auth: Authenticator;
   idempotency: Pick<IdempotencyStore, 'claim'>;
-  /** Per-producer quotas (SPEC R-D7); without it no producer is rate-limited. */
+  /** Per-producer quotas (R-D7); without it no producer is rate-limited. */
   quotas?: QuotaGate;
   service: string;
   instance: string;
@@ -66,6 +73,8 @@ export interface AcceptorDeps {
   log: Logger;
   /** An `ingest` span per submission when tracing is on. */
   tracer?: Tracer;
+  /** Clears what the pipeline remembers of a replayed message's earlier chain (replay-chain.ts). */
+  replayChains?: Pick<ReplayChains, 'start'>;
 }
 
 // The names validateEnvelope accepts for agent ids: a receipt is only addressed to one of them.
@@ -80,11 +89,12 @@ function withoutToken(record: InRecord): InRecord {
 }
 
 function viaDetail(via: Via): Record<string, unknown> {
-  return via.kind === 'kafka' ? { via: 'kafka', partition: via.record.partition, offset: via.record.offset } : { via: 'http' };
+  if (via.kind === 'kafka') return { via: 'kafka', partition: via.record.partition, offset: via.record.offset };
+  return via.a2aMessageId !== undefined ? { via: 'a2a', a2a_message_id: via.a2aMessageId } : { via: 'http' };
 }
 
 /**
- * The one acceptance path of both ingress paths (SPEC R-C1: they validate identically):
+ * The one acceptance path of both ingress paths (R-C1: they validate identically):
  * token and producer (1003) → envelope rules (4101/4102) → producer quota (4129, R-D7) →
  * idempotency key (R-D5) → the records that hand the message to the pipeline. The caller
  * produces the records: the Kafka stage before committing the source offset, the HTTP API
@@ -135,12 +145,15 @@ export class Acceptor {
       Authenticator.checkProducer(principal, s.envelope.producer);
       admin = principal.admin;
       if (principal.admin) attempt = s.attempt ?? 0;
-      // The router checks security domains against this header (SPEC R-A8); only the token
+      // The router checks security domains against this header (R-A8); only the token
       // says what it is. An admin send (a replay, say) keeps the header of the original.
       else s = { ...s, envelope: { ...s.envelope, headers: { ...s.envelope.headers, [PRODUCER_DOMAIN_HEADER]: principal.domain ?? 'default' } } };
     } catch (err) {
       return this.reject(s, toReachError(err), now);
     }
+    // A dead-letter replay starts a new attempt chain with a budget of its own (replay-chain.ts).
+    const replay = admin && attempt > 0;
+    s = { ...s, envelope: withBudgetFrom(s.envelope, replay ? now : undefined) };
     const { envelope } = s;
     const invalid = validateEnvelope(envelope, { maxPayloadBytes: this.deps.maxPayloadBytes }, now);
     if (invalid) return this.reject(s, invalid, now);
@@ -171,13 +184,23 @@ export class Acceptor {
     }
 
     if (envelope.idempotency_key !== null) {
-      const claim = await this.deps.idempotency.claim(envelope.producer, envelope.idempotency_key, envelope.message_id);
+      let claim: IdempotencyClaim;
+      try {
+        claim = await this.deps.idempotency.claim(envelope.producer, envelope.idempotency_key, envelope.message_id);
+      } catch (err) {
+        // Nothing entered the pipeline, and the record comes again (Kafka redelivers the batch,
+        // an HTTP caller retries its 503): the token this attempt took goes back, or every retry
+        // through an idempotency-store outage would cost the producer another one.
+        if (metered) await this.giveBack(envelope.producer, envelope.message_id);
+        throw err;
+      }
       if (claim.kind === 'duplicate') {
         // A resubmission costs no quota: nothing new enters the pipeline.
-        if (metered) await quotas.giveBack(envelope.producer);
+        if (metered) await this.giveBack(envelope.producer, envelope.message_id);
         return this.duplicate(s, claim.messageId);
       }
     }
+    if (replay) await this.deps.replayChains?.start(envelope.message_id);
     const status = statusRecord(
       this.deps.codec,
       {
@@ -187,11 +210,25 @@ export class Acceptor {
         instance: this.deps.instance,
         attempt,
         // The producer's domain on the timeline lets REACH_READS_SAME_DOMAIN decide reads (read-access.ts).
-        detail: { ...viaDetail(s.via), [PRODUCER_DOMAIN_DETAIL]: envelope.headers[PRODUCER_DOMAIN_HEADER] ?? null },
+        detail: {
+          ...viaDetail(s.via),
+          [PRODUCER_DOMAIN_DETAIL]: envelope.headers[PRODUCER_DOMAIN_HEADER] ?? null,
+          // the timeline (and the stuck sweep) see where a replay's budget starts
+          ...(replay ? { [BUDGET_FROM_DETAIL]: new Date(now).toISOString() } : {}),
+        },
       },
       now,
     );
     return { outcome: 'accepted', envelope, records: [pending, status] };
+  }
+
+  /** Returns an admitted message's quota token; a failure here only costs the producer that token. */
+  private async giveBack(producer: string, messageId: string): Promise<void> {
+    try {
+      await this.deps.quotas?.giveBack(producer);
+    } catch (err) {
+      this.deps.log.warn({ err, producer, message_id: messageId }, 'could not give a quota token back');
+    }
   }
 
   /**

@@ -8,7 +8,7 @@ export interface Principal {
   readonly domain?: string;
 }
 
-/** The producer name a message submitted with the admin token carries (DESIGN §3). */
+/** The producer name a message submitted with the admin token carries (docs/design.md §3). */
 export const ADMIN_PRODUCER = 'admin';
 
 export interface RevocationCheck {
@@ -16,7 +16,7 @@ export interface RevocationCheck {
 }
 
 /**
- * Verifies bearer / reach-token credentials the same way on both ingress paths (SPEC R-C2):
+ * Verifies bearer / reach-token credentials the same way on both ingress paths (R-C2):
  * the token's HMAC signature and expiry (no call to the registry), then the revocation list.
  */
 export class Authenticator {

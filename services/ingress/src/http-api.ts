@@ -7,17 +7,17 @@ import type { Authenticator, Principal } from './auth.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { IngressMetrics } from './metrics.js';
 import { isPartyByRow, mayRead, type ReadPolicy } from './read-access.js';
-import { eventJson, messageJson, traceJson, type EventRow, type MessageRow, type ReadModel } from './read-model.js';
+import { eventJson, messageJson, traceJson, type CopyRow, type EventRow, type MessageRow, type ReadModel } from './read-model.js';
 import type { RecentMessages } from './recent.js';
 import type { ResultWaiter } from './result-waiter.js';
-import { effectiveWaitMs, parseWaitMs } from './wait-policy.js';
+import { effectiveWaitMs, isFannedOut, parseWaitMs } from './wait-policy.js';
 
 /**
  * How long a request waits for Kafka to take its records. The producer retries forever (a
  * consume loop should wait out a broker outage); a request must not. A send that times out is
  * "maybe written": the sender's retry with the same idempotency key absorbs a duplicate.
  */
-const PRODUCE_TIMEOUT_MS = 10_000;
+export const PRODUCE_TIMEOUT_MS = 10_000;
 
 export interface MessageApiDeps {
   http: HttpServer;
@@ -52,7 +52,7 @@ function notFound(what: string): Reply {
   return { status: 404, body: { error: { code: 404, name: 'NOT_FOUND', message: `${what} not found` } } };
 }
 
-async function produceWithin(producer: Producer, records: readonly OutRecord[], ms: number): Promise<void> {
+export async function produceWithin(producer: Producer, records: readonly OutRecord[], ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new ReachError('DEPENDENCY_UNAVAILABLE', `Kafka did not take the message within ${ms} ms`)), ms);
@@ -67,11 +67,24 @@ async function produceWithin(producer: Producer, records: readonly OutRecord[], 
   }
 }
 
-/** The answer to a wait that ended: the result, the message's own failure, or 504 ACK_TIMEOUT. */
-export function waitReply(messageId: string, row: MessageRow | undefined, timedOut: boolean, waitedMs: number): Reply {
+/** The copies a fanned-out message became, as far as the read model has them. */
+export interface FanoutCopies {
+  readonly copies: readonly CopyRow[];
+  readonly total: number;
+}
+
+/**
+ * The answer to a wait that ended: the result, the copies of a fanned-out message (a topic
+ * publish has no result of its own: each copy is answered under its own id), the message's own
+ * failure, or 504 ACK_TIMEOUT.
+ */
+export function waitReply(messageId: string, row: MessageRow | undefined, timedOut: boolean, waitedMs: number, copies?: FanoutCopies): Reply {
   const status = row?.status ?? 'PENDING';
   if (row && row.result !== null && row.result !== undefined) {
     return { status: 200, body: { message_id: messageId, status, result: row.result } };
+  }
+  if (isFannedOut(row)) {
+    return { status: 200, body: { message_id: messageId, status, ...(copies ? { copies: copies.copies, copies_total: copies.total } : {}) } };
   }
   if (!timedOut && row) {
     // REJECTED or DEAD: answer with the message's own failure code and its HTTP status.
@@ -92,7 +105,7 @@ export function waitReply(messageId: string, row: MessageRow | undefined, timedO
 }
 
 /**
- * The public message API of DESIGN §3 on ingress: submit (`POST /v1/messages`, through the
+ * The public message API of docs/design.md §3 on ingress: submit (`POST /v1/messages`, through the
  * same Acceptor as the Kafka path), and the read model queries (message, timeline, trace).
  */
 export function registerMessageApi(d: MessageApiDeps): void {
@@ -114,7 +127,18 @@ export function registerMessageApi(d: MessageApiDeps): void {
     const { row, timedOut } = await d.waiter.wait(messageId, waitMs, started);
     // A result is read like the message itself (the waiter only has its row: no timeline).
     if (row && !mayRead(who, row, [], d.readPolicy)) return notFound(`message ${messageId}`);
-    return waitReply(messageId, row, timedOut, Date.now() - started);
+    const copies = isFannedOut(row) ? await copiesOf(messageId) : undefined;
+    return waitReply(messageId, row, timedOut, Date.now() - started, copies);
+  };
+
+  /** The copies of a fanned-out message, for its wait's answer; without them when the read model fails (the answer stands). */
+  const copiesOf = async (messageId: string): Promise<FanoutCopies | undefined> => {
+    try {
+      return await d.readModel.copies(messageId);
+    } catch (err) {
+      d.log.warn({ err, message_id: messageId }, 'could not list the copies of a fanned-out message; answering without them');
+      return undefined;
+    }
   };
 
   const submit = async (req: Request): Promise<Reply> => {

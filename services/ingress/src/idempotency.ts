@@ -12,7 +12,7 @@ export type IdempotencyClaim = { readonly kind: 'new' } | { readonly kind: 'dupl
  */
 export const PG_RETRY_AFTER_MS = 1_000;
 
-/** The Redis key of an idempotency key (SPEC R-D5). */
+/** The Redis key of an idempotency key (R-D5). */
 export function idempotencyRedisKey(producer: string, key: string): string {
   return `reach:idem:${producer}:${key}`;
 }
@@ -31,7 +31,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0`;
 
 /**
- * Idempotency keys (SPEC R-D5): Redis SET NX with a TTL is the fast path; the PostgreSQL table
+ * Idempotency keys (R-D5): Redis SET NX with a TTL is the fast path; the PostgreSQL table
  * `idempotency_keys` (unique on producer + key) is the durable backstop that still answers
  * "duplicate" when Redis lost the key or is down (claimed in batches: pg-claims.ts). Either
  * store alone is enough to decide; only when both are unreachable does a claim fail (5002,

@@ -12,7 +12,7 @@ const FLOOD_FLUSH_MS = 1000;
 const INGRESS_SUBJECT = valueSubject(TOPICS.ingress.name);
 
 /**
- * The Kafka ingress path (DESIGN §2): decode the framed envelope, then the same Acceptor as
+ * The Kafka ingress path (docs/design.md §2): decode the framed envelope, then the same Acceptor as
  * the HTTP path (token in the `reach-token` header, envelope rules, producer quota, idempotency
  * key). Whatever it returns is produced by the stage before the source offset is committed: the
  * envelope on reach.pending.v1 with its PENDING status, or a refusal (DLQ reason INVALID, or
@@ -66,6 +66,7 @@ export async function startKafkaIngress<K extends OptionKey>(
         if (error.retryable && error.codeName !== 'INTERNAL') throw error;
         ctx.log.warn({ code: error.code, err: error.message, partition: record.partition, offset: record.offset }, 'undecodable record sent to the DLQ');
         metrics.undecodable(error.code);
+        ctx.metrics.poisonRecords.inc({ topic: record.topic, parked: 'dlq' });
         if (folded(record.headers[TOKEN_HEADER], undefined, error.code)) return [];
         return acceptor.undecodable(record, error);
       }
@@ -89,6 +90,7 @@ export async function startKafkaIngress<K extends OptionKey>(
         // A bug, not the record's fault: still never block the partition, and keep the entry
         // here rather than in the generic poison path, which would keep the producer's token.
         ctx.log.error({ err, message_id: envelope.message_id, trace_id: envelope.trace_id }, 'acceptance failed unexpectedly; record sent to the DLQ');
+        ctx.metrics.poisonRecords.inc({ topic: record.topic, parked: 'dlq' });
         return acceptor.undecodable(record, error);
       }
     },

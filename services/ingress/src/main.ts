@@ -1,6 +1,14 @@
-import { AuditLog, requireTokenKeys, runService, type ServiceContext } from '@reach/service-kit';
-import { createRedis } from '@reach/store';
+import { readFileSync } from 'node:fs';
+import { acceptsNewWork } from '@reach/agents';
+import type { AgentRecord } from '@reach/envelope';
+import { startTableView, TOPICS, valueSubject } from '@reach/kafka';
+import { AuditLog, requireTokenKeys, runService, scheduleRetention, type ServiceContext } from '@reach/service-kit';
+import { createRedis, TablePurger } from '@reach/store';
 import { Acceptor } from './acceptance.js';
+import { registerA2aApi } from './a2a-api.js';
+import { A2aReadModel } from './a2a-read.js';
+import { CancelMarks } from './cancel-mark.js';
+import { ReplayChains } from './replay-chain.js';
 import { Authenticator } from './auth.js';
 import { registerMessageApi } from './http-api.js';
 import { IdempotencyStore } from './idempotency.js';
@@ -15,7 +23,7 @@ import { RecentMessages } from './recent.js';
 import { ResultWaiter } from './result-waiter.js';
 import { RevocationView } from './revocations.js';
 
-// ingress: validation, auth, quotas, idempotency and the public message API (DESIGN §1, §2, §3).
+// ingress: validation, auth, quotas, idempotency and the public message API (docs/design.md §1, §2, §3).
 const OPTIONS = [
   'tokenSecret',
   'adminToken',
@@ -26,6 +34,8 @@ const OPTIONS = [
   'quotaRefreshMs',
   'readsSameDomain',
   'dlqFloodSample',
+  'a2aPublicUrl',
+  'a2aStreamMaxMs',
 ] as const;
 type Key = (typeof OPTIONS)[number];
 
@@ -35,6 +45,14 @@ type Key = (typeof OPTIONS)[number];
  * a short timeout — unlike the shared client whose idempotency claims wait up to a second.
  */
 const QUOTA_REDIS_TIMEOUT_MS = 300;
+/** Expired rows of idempotency_keys are looked for this often (keys live 5 min … 30 days). */
+const IDEMPOTENCY_PURGE_MS = 60_000;
+
+/** The version the Agent Cards carry: this service's package version. */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? '0.0.0';
+}
 
 async function start(ctx: ServiceContext<Key>): Promise<void> {
   const { config } = ctx;
@@ -45,6 +63,9 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   // `required` below guarantees the secret is set.
   const auth = new Authenticator(requireTokenKeys(ctx.tokenKeys, 'ingress'), config.adminToken, revocations);
   const idempotency = new IdempotencyStore(ctx.redis, ctx.pg, config.idempotencyTtlS, ctx.log);
+  // Expired durable idempotency keys are deleted in batches (a writer may also take one over).
+  const idempotencyKeys = new TablePurger(ctx.pg, { table: 'idempotency_keys', where: 'expires_at < $1' });
+  scheduleRetention(ctx, IDEMPOTENCY_PURGE_MS, async () => [{ table: 'idempotency_keys', rows: await idempotencyKeys.purge(new Date()) }]);
   const metrics = new IngressMetrics(ctx.metrics);
 
   const overrides = new QuotaOverrides(ctx.pg, { ratePerS: config.quotaDefaultRate, burst: config.quotaDefaultBurst }, ctx.log, config.quotaRefreshMs);
@@ -75,8 +96,10 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     maxPayloadBytes: config.maxPayloadBytes,
     log: ctx.log,
     tracer: ctx.tracer,
+    replayChains: new ReplayChains(ctx.redis),
   });
   const readModel = new ReadModel(ctx.pg);
+  const recent = new RecentMessages();
   const waiter = new ResultWaiter((ids) => readModel.messages(ids), ctx.log);
   ctx.onShutdown(() => waiter.close());
 
@@ -87,7 +110,7 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     auth,
     idempotency,
     readModel,
-    recent: new RecentMessages(),
+    recent,
     waiter,
     metrics,
     service: ctx.service,
@@ -95,6 +118,43 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
     maxWaitMs: config.maxWaitMs,
     readPolicy: { sameDomain: config.readsSameDomain },
     log: ctx.log,
+  });
+  // The A2A bridge (docs/a2a.md): its Agent Cards list the capabilities of the live registry view.
+  const agents = await startTableView<AgentRecord>({
+    kafka: ctx.kafka,
+    topic: TOPICS.agents.name,
+    logger: ctx.log,
+    onFatal: ctx.fatal,
+    groupPrefix: `reach-${ctx.service}-agents`,
+    decode: (value) => ctx.codec.decode<AgentRecord>(valueSubject(TOPICS.agents.name), value),
+    accept: (incoming, current) => current === undefined || incoming.revision >= current.revision,
+  });
+  ctx.onShutdown(() => agents.stop());
+  let stopStreams: () => void = () => undefined;
+  const closing = new Promise<void>((resolve) => (stopStreams = resolve));
+  ctx.onShutdown(() => stopStreams());
+  registerA2aApi({
+    http: ctx.http,
+    producer: ctx.producer,
+    codec: ctx.codec,
+    acceptor,
+    auth,
+    idempotency,
+    cancels: new CancelMarks(ctx.redis),
+    read: new A2aReadModel(ctx.pg),
+    recent,
+    waiter,
+    metrics,
+    agents: () => [...agents.entries()].map(([, record]) => record),
+    isLive: (record) => acceptsNewWork(record),
+    service: ctx.service,
+    instance: ctx.instanceId,
+    maxWaitMs: config.maxWaitMs,
+    streamMaxMs: config.a2aStreamMaxMs,
+    publicUrl: config.a2aPublicUrl,
+    version: packageVersion(),
+    log: ctx.log,
+    closing,
   });
   const secrets = { adminToken: config.adminToken, tokenSecret: ctx.tokenKeys };
   const audit = new AuditLog({ pg: ctx.pg, service: ctx.service, instance: ctx.instanceId, secrets, log: ctx.log });

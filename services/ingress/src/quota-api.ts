@@ -33,7 +33,7 @@ function listLimit(raw: string | null): number {
 }
 
 /**
- * The quota admin API on ingress (DESIGN §3, SPEC R-D7): `PUT /v1/quotas/{agent_id}`
+ * The quota admin API on ingress (docs/design.md §3, R-D7): `PUT /v1/quotas/{agent_id}`
  * `{rate_per_s, burst}` sets an override (stored in PostgreSQL, applied by every instance within
  * REACH_QUOTA_REFRESH_MS), `GET /v1/quotas/{agent_id}` shows what applies to an agent (and what
  * this instance applies right now), `GET /v1/quotas` lists the overrides (paged by agent id), and

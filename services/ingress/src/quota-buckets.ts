@@ -102,7 +102,7 @@ interface Taken {
 type Times = ReadonlyArray<number | undefined>;
 
 /**
- * Per-producer token buckets shared by every ingress instance (SPEC R-D7): a Lua script in
+ * Per-producer token buckets shared by every ingress instance (R-D7): a Lua script in
  * Redis decides, so concurrent instances never over-admit by racing a read-modify-write. The
  * decisions asked for one producer in the same tick (the records of a Kafka fetch, concurrent
  * HTTP submissions) share one script call: at 1,000 msg/s that is one call per fetch instead of

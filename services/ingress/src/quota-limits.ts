@@ -1,6 +1,6 @@
 import { ReachError } from '@reach/core';
 
-/** A producer's quota (SPEC R-D7): a token bucket refilled at `ratePerS`, holding at most `burst`. */
+/** A producer's quota (R-D7): a token bucket refilled at `ratePerS`, holding at most `burst`. */
 export interface QuotaLimit {
   readonly ratePerS: number;
   readonly burst: number;
@@ -33,7 +33,7 @@ export function defaultBurstFor(ratePerS: number, defaults: QuotaLimit): number 
 }
 
 /**
- * The body of `PUT /v1/quotas/{agent_id}` (DESIGN §3): `{rate_per_s, burst?}`. Numbers must be
+ * The body of `PUT /v1/quotas/{agent_id}` (docs/design.md §3): `{rate_per_s, burst?}`. Numbers must be
  * JSON numbers, not strings; unknown fields are refused so a typo (`rate`) never silently
  * leaves the old value in place. Throws 4101 naming the field.
  */

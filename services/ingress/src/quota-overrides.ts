@@ -33,7 +33,7 @@ SELECT count(*)::text || ':' || coalesce(sum(hashtextextended(agent_id || '/' ||
   FROM quotas`;
 
 /**
- * Per-agent quota overrides (SPEC R-D7, DESIGN §3 `PUT /v1/quotas/{agent_id}`). PostgreSQL
+ * Per-agent quota overrides (R-D7, docs/design.md §3 `PUT /v1/quotas/{agent_id}`). PostgreSQL
  * `quotas` is the source of truth: a change survives restarts and is seen by every instance.
  * Each instance keeps the table in memory, so admitting a message costs no database call, and
  * polls a digest of it every REACH_QUOTA_REFRESH_MS (≤ 1 s): any change — made through any

@@ -23,7 +23,7 @@ export interface QuotaGate {
 export type KeyHolder = (producer: string, key: string) => Promise<string | undefined>;
 
 /**
- * Per-producer quotas (SPEC R-D7): the override or default limit of the producer (from the local
+ * Per-producer quotas (R-D7): the override or default limit of the producer (from the local
  * view of PostgreSQL) applied to its shared token bucket (Redis). Resubmissions under an
  * idempotency key never cost quota twice: an admitted duplicate gives its token back, and a
  * duplicate that arrives while the producer is over quota is still answered as the duplicate

@@ -1,10 +1,10 @@
 import { errorInfo, isKnownCode, ReachError } from '@reach/core';
-import type { MessageColumns, Pool, QueryResultRow } from '@reach/store';
+import { resultFromJsonb, type MessageColumns, type Pool, type QueryResultRow } from '@reach/store';
 import { elapsedMs, stagesOf, traceTree } from './trace-tree.js';
 
 /**
  * Read-only queries on the message read model the tracker writes (migration 001), and the JSON
- * shapes of the public message API (DESIGN §3): times as RFC 3339, error code with its name.
+ * shapes of the public message API (docs/design.md §3): times as RFC 3339, error code with its name.
  */
 /** The read-model columns ingress answers with (the message's own fields; correlation ones for traces). */
 export type MessageRow = Pick<
@@ -51,6 +51,17 @@ const EVENT_ORDER = `at, attempt,
              WHEN 'DELIVERED' THEN 3 WHEN 'REJECTED' THEN 3 WHEN 'DEAD' THEN 3 ELSE 1 END,
   event_id`;
 
+/** One copy of a fan-out, as the answer to a wait on its parent lists it. */
+export interface CopyRow {
+  message_id: string;
+  agent_id: string | null;
+  status: string;
+  code: number | null;
+}
+
+/** The largest number of copies a wait on a fan-out parent lists (the router's ROUTED detail lists as many). */
+export const MAX_LISTED_COPIES = 200;
+
 /** The largest number of messages one trace answer lists. */
 export const TRACE_LIMIT = 1000;
 
@@ -66,15 +77,22 @@ export class ReadModel {
     }
   }
 
+  /** Message rows, with each result as the agent sent it (resultFromJsonb). */
+  private async messageRows(sql: string, params: unknown[]): Promise<MessageRow[]> {
+    const rows = await this.query<MessageRow>(sql, params);
+    for (const r of rows) if (typeof r.result === 'string') r.result = resultFromJsonb(r.result);
+    return rows;
+  }
+
   async message(messageId: string): Promise<MessageRow | undefined> {
-    // message_id leads the primary key of every monthly partition: one index probe each.
-    const rows = await this.query<MessageRow>(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE message_id = $1 ORDER BY updated_at DESC LIMIT 1`, [messageId]);
+    // message_id leads the primary key of every (daily) partition: one index probe each.
+    const rows = await this.messageRows(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE message_id = $1 ORDER BY updated_at DESC LIMIT 1`, [messageId]);
     return rows[0];
   }
 
   async messages(messageIds: readonly string[]): Promise<Map<string, MessageRow>> {
     if (messageIds.length === 0) return new Map();
-    const rows = await this.query<MessageRow>(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE message_id = ANY($1::text[])`, [messageIds]);
+    const rows = await this.messageRows(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE message_id = ANY($1::text[])`, [messageIds]);
     return new Map(rows.map((r) => [r.message_id, r]));
   }
 
@@ -87,8 +105,18 @@ export class ReadModel {
     );
   }
 
+  /** The copies of a fan-out parent (at most MAX_LISTED_COPIES, by id) and how many there are. */
+  async copies(parentId: string): Promise<{ copies: CopyRow[]; total: number }> {
+    const rows = await this.query<CopyRow & { total: string }>(
+      `SELECT message_id, agent_id, status, code, count(*) OVER () AS total
+         FROM messages WHERE parent_message_id = $1 ORDER BY message_id LIMIT ${MAX_LISTED_COPIES}`,
+      [parentId],
+    );
+    return { copies: rows.map(({ total: _total, ...c }) => c), total: rows.length === 0 ? 0 : Number(rows[0]!.total) };
+  }
+
   async trace(traceId: string): Promise<MessageRow[]> {
-    return this.query<MessageRow>(
+    return this.messageRows(
       `SELECT ${MESSAGE_COLUMNS}, correlation_id, reply_to FROM messages WHERE trace_id = $1 ORDER BY created_at, message_id LIMIT ${TRACE_LIMIT}`,
       [traceId],
     );

@@ -19,7 +19,7 @@ interface Waiter {
 }
 
 /**
- * Waits for handlers' results (`POST /v1/messages?wait_ms=`, SPEC R-C9) by polling the read
+ * Waits for handlers' results (`POST /v1/messages?wait_ms=`, R-C9) by polling the read
  * model the tracker writes. All waiters share one poller: each tick reads every due message in
  * one query, and each waiter's interval grows from a few ms (fast handlers answer quickly) to a
  * cap, so a thousand waiting requests cost a handful of queries a second, and nothing ever

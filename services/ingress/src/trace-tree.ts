@@ -1,5 +1,5 @@
 /**
- * The shape of a trace (SPEC R-F1, `GET /v1/traces/{trace_id}`), computed from the read model
+ * The shape of a trace (R-F1, `GET /v1/traces/{trace_id}`), computed from the read model
  * alone: which message caused which, and how long each stage of each message took. Pure.
  *
  * Links, in order of certainty:

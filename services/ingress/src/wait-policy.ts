@@ -6,6 +6,7 @@ const FAILED_STATES = new Set(['REJECTED', 'DEAD']);
 export interface SettleView {
   readonly status: string;
   readonly result: unknown;
+  readonly agent_id: string | null;
 }
 
 /** Parses `?wait_ms=`: absent → undefined; a non-negative integer, else 4101 (HTTP 400). */
@@ -22,10 +23,20 @@ export function effectiveWaitMs(requested: number, timeoutMs: number | null | un
   return Math.max(0, Math.min(requested, timeoutMs ?? Number.POSITIVE_INFINITY, maxWaitMs));
 }
 
-/** A wait ends when the handler's result is recorded or the message failed for good. */
+/**
+ * A fan-out parent (a topic publish, or a capability under a broadcast rule) that the router
+ * has fanned out: DELIVERED by the router with no agent, since its deliveries are its copies,
+ * each tracked under its own id (docs/pipeline.md). Every other DELIVERED names the agent that
+ * acked it. No result will ever come to the parent itself.
+ */
+export function isFannedOut(view: SettleView | undefined): boolean {
+  return view !== undefined && view.status === 'DELIVERED' && view.agent_id === null && (view.result === null || view.result === undefined);
+}
+
+/** A wait ends when the handler's result is recorded, the message failed for good, or it was fanned out. */
 export function isSettled(view: SettleView | undefined): boolean {
   if (!view) return false;
-  return (view.result !== null && view.result !== undefined) || FAILED_STATES.has(view.status);
+  return (view.result !== null && view.result !== undefined) || FAILED_STATES.has(view.status) || isFannedOut(view);
 }
 
 export interface PollBackoff {

@@ -85,7 +85,7 @@ async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<
 }
 
 /**
- * The public agent API of DESIGN §3 on the registry: register, heartbeat, deregister, list,
+ * The public agent API of docs/design.md §3 on the registry: register, heartbeat, deregister, list,
  * show. Every change is in Redis (atomically) and on reach.agents.v1 before the answer.
  */
 export function mountAgentApi(http: HttpServer, deps: AgentApiDeps): void {

@@ -7,7 +7,7 @@ const AGENTS_SUBJECT = valueSubject(TOPICS.agents.name);
 const RETRY_AFTER_FAILURE_MS = 1000;
 
 /**
- * The registry's change feed on the compacted reach.agents.v1 (SPEC R-A6): key agent_id,
+ * The registry's change feed on the compacted reach.agents.v1 (R-A6): key agent_id,
  * value the AgentRecord, a tombstone (null) once the agent is gone.
  *
  * Callers say WHICH agent changed; the feed publishes its state as Redis holds it at send

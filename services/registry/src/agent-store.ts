@@ -108,7 +108,7 @@ export class AgentStore {
     this.cmd = redis as unknown as ScriptCommands;
   }
 
-  /** Atomically replaces the record and its capability index (SPEC R-A3). 'exists' when refused by mustNotExist. */
+  /** Atomically replaces the record and its capability index (R-A3). 'exists' when refused by mustNotExist. */
   async register(input: RegisterInput): Promise<{ revision: number; replaced: boolean } | 'exists'> {
     const d = input.descriptor;
     const index = [...new Set(d.capabilities.flatMap((c) => capabilityIndexNames(c)))];

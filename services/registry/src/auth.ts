@@ -2,7 +2,7 @@ import { ReachError, bearer, sameSecret, verifyToken, type TokenClaims, type Tok
 import type { Reply } from '@reach/service-kit';
 
 /**
- * Who is calling the registry (DESIGN §3 auth): the admin, an enrolling agent (the shared
+ * Who is calling the registry (docs/design.md §3 auth): the admin, an enrolling agent (the shared
  * enrollment token), an agent with its own token, or nobody.
  */
 export type Caller = { kind: 'admin' } | { kind: 'enrollment' } | { kind: 'agent'; claims: TokenClaims } | { kind: 'anonymous' };
@@ -40,7 +40,7 @@ export function identifyCaller(
 /**
  * Admin endpoints (grants, token revocation): the admin token only. Nobody (no token, or one
  * that is not valid) → 401; a caller the registry knows but who is not the admin (an agent,
- * the enrollment token) → 403 with code 1003 (DESIGN §3 error body). Undefined: go ahead.
+ * the enrollment token) → 403 with code 1003 (docs/design.md §3 error body). Undefined: go ahead.
  */
 export function adminOnly(authorization: string | string[] | undefined, secrets: AuthSecrets, isRevoked: RevocationCheck, what: string): Reply | undefined {
   let caller: Caller;

@@ -29,7 +29,7 @@ function domainQuery(req: Request, field: 'from_domain' | 'to_domain'): string |
 }
 
 /**
- * Cross-domain grants (SPEC R-A8, DESIGN §3), admin only: PUT /v1/grants (idempotent: 201
+ * Cross-domain grants (R-A8, docs/design.md §3), admin only: PUT /v1/grants (idempotent: 201
  * when created, 200 when it existed), GET /v1/grants (?from_domain=&to_domain=),
  * DELETE /v1/grants/{grant_id}. A change is in PostgreSQL and on reach.grants.v1 before the
  * answer; when the topic cannot be reached the answer is 503 and the change is published as

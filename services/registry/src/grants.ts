@@ -51,7 +51,7 @@ export function parseGrantBody(body: unknown): DomainGrant {
   return { from_domain, to_domain, capability };
 }
 
-/** The JSON form of a grant in the API (RFC 3339 times, DESIGN §3). */
+/** The JSON form of a grant in the API (RFC 3339 times, docs/design.md §3). */
 export function grantToJson(g: StoredGrant): Record<string, unknown> {
   return {
     grant_id: g.grant_id,

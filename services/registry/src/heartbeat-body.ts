@@ -10,7 +10,7 @@ function count(v: unknown, field: string, previous: number): number {
 }
 
 /**
- * A heartbeat body `{current_load, queue_length, avg_latency_ms, health}` (DESIGN §3, SPEC
+ * A heartbeat body `{current_load, queue_length, avg_latency_ms, health}` (docs/design.md §3,
  * R-A5). Every field is optional: one the agent leaves out keeps its last reported value, so a
  * bare `{}` just renews the lease. Invalid values are 4104 naming the field.
  */

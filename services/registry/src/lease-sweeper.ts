@@ -8,7 +8,7 @@ export interface SweeperOptions {
   feed: AgentFeed;
   log: Logger;
   metrics: RegistryMetrics;
-  /** How often due leases are looked for (SPEC R-A4 asks for OFFLINE soon after the deadline). */
+  /** How often due leases are looked for (R-A4 asks for OFFLINE soon after the deadline). */
   intervalMs: number;
   /** How long an OFFLINE agent stays listed before its record is purged (tombstone). */
   offlineRetentionMs: number;
@@ -19,7 +19,7 @@ const BATCH = 500;
 
 /**
  * Marks agents OFFLINE once their lease ran out — REACH_MISSED_HEARTBEATS heartbeats missed
- * (SPEC R-A4) — and later purges them. Every instance runs one; the claim is an atomic script
+ * (R-A4) — and later purges them. Every instance runs one; the claim is an atomic script
  * over a sorted set of lease deadlines, so each expiry is handled by exactly one instance.
  * A tick never overlaps the previous one.
  */

@@ -1,7 +1,7 @@
 import { hasTokenKeyEnv, runService } from '@reach/service-kit';
 import { startRegistry, REGISTRY_OPTIONS } from './registry.js';
 
-// registry: agent records, leases, QoS and the public agent API; publishes reach.agents.v1 (DESIGN §1).
+// registry: agent records, leases, QoS and the public agent API; publishes reach.agents.v1 (docs/design.md §1).
 // Agent tokens are signed here: without a signing key (REACH_TOKEN_SECRET, or the key ring of
 // REACH_TOKEN_SECRETS[_FILE]) the service cannot do its job at all, so it refuses to start, the
 // same way (exit 78) as for any other configuration error.

@@ -1,5 +1,5 @@
 /**
- * The registry's Redis mutations, each one Lua script so it is atomic (SPEC R-A3) and safe
+ * The registry's Redis mutations, each one Lua script so it is atomic (R-A3) and safe
  * with several registry instances sharing one Redis: nobody ever sees a record without its
  * index entries or an index entry without its record.
  *

@@ -4,11 +4,12 @@ import { capabilityStats } from '@reach/agents';
 import type { ServiceMetrics } from '@reach/service-kit';
 import type { AgentStore } from './agent-store.js';
 
-/** reach_registry_* metrics (DESIGN §8); labels are bounded: never an agent id. */
+/** reach_registry_* metrics (docs/design.md §8); labels are bounded: never an agent id. */
 export interface RegistryMetrics {
   registrations: Counter<'outcome'>;
   heartbeats: Counter<'status'>;
   offlineTransitions: Counter;
+  a2aProbes: Counter<'outcome'>;
   cooldownTransitions: Counter;
   deregistrations: Counter;
   purges: Counter;
@@ -37,6 +38,7 @@ export function registryMetrics(metrics: ServiceMetrics, store: AgentStore): Reg
     registrations: metrics.counter('registrations_total', 'Accepted registrations: new agents and re-registrations that replaced a record.', ['outcome']),
     heartbeats: metrics.counter('heartbeats_total', 'Accepted heartbeats, by the status they left the agent in.', ['status']),
     offlineTransitions: metrics.counter('offline_transitions_total', 'Agents marked OFFLINE after missing their heartbeats (by this instance).'),
+    a2aProbes: metrics.counter('a2a_probes_total', 'Probes of A2A agents by this instance (docs/a2a.md): alive renews the lease, dead does not.', ['outcome']),
     cooldownTransitions: metrics.counter('cooldown_transitions_total', 'Heartbeats that moved an agent into COOLDOWN (QoS below REACH_COOLDOWN_QOS).'),
     deregistrations: metrics.counter('deregistrations_total', 'Agents removed by DELETE /v1/agents/{id}.'),
     purges: metrics.counter('purged_agents_total', 'OFFLINE agents removed after the retention period (by this instance).'),

@@ -1,10 +1,12 @@
 import { parseCapabilityDictionary } from '@reach/agents';
-import { AuditLog, PeriodicJob, requireTokenKeys, RevokedTokenView, type ServiceContext } from '@reach/service-kit';
+import { AuditLog, PeriodicJob, requireTokenKeys, RevokedTokenView, scheduleRetention, type ServiceContext } from '@reach/service-kit';
+import { TablePurger, retentionCheckMs, retentionCutoff } from '@reach/store';
 import { mountAuditApi } from './audit-api.js';
 import { AgentStore } from './agent-store.js';
 import { AgentFeed } from './agent-feed.js';
 import { mountAgentApi } from './agent-api.js';
 import { startLeaseSweeper } from './lease-sweeper.js';
+import { startA2aProber } from './a2a-prober.js';
 import { registryMetrics } from './registry-metrics.js';
 import { GrantStore } from './grant-store.js';
 import { GrantFeed } from './grant-feed.js';
@@ -22,6 +24,8 @@ export const REGISTRY_OPTIONS = [
   'cooldownQos',
   'maxCapabilities',
   'capabilityDictionary',
+  'retentionAudit',
+  'a2aProbeMs',
 ] as const;
 
 type RegistryOption = (typeof REGISTRY_OPTIONS)[number];
@@ -86,9 +90,26 @@ export async function startRegistry(ctx: ServiceContext<RegistryOption>): Promis
   const purge = new PeriodicJob('token purge', TOKEN_PURGE_INTERVAL_MS, () => tokens.purgeExpired(TOKEN_PURGE_GRACE_S), log);
   purge.start();
   ctx.onShutdown(() => purge.stop());
+  // The audit trail is written by every service that serves an admin action and read here
+  // (GET /v1/audit): the registry bounds it to REACH_RETENTION_AUDIT.
+  const auditRetentionS = ctx.config.retentionAudit;
+  const auditLog = new TablePurger(ctx.pg, { table: 'audit_log', where: 'at < $1' });
+  scheduleRetention(ctx, retentionCheckMs(auditRetentionS), async () => [{ table: 'audit_log', rows: await auditLog.purge(retentionCutoff(auditRetentionS)) }]);
   const sweeper = startLeaseSweeper({ store, feed, log, metrics, intervalMs: SWEEP_INTERVAL_MS, offlineRetentionMs: OFFLINE_RETENTION_MS });
   ctx.onShutdown(() => feed.stop());
   ctx.onShutdown(() => sweeper.stop());
+  const prober = startA2aProber({
+    store,
+    feed,
+    redis,
+    log,
+    metrics,
+    intervalMs: config.a2aProbeMs,
+    missedHeartbeats: config.missedHeartbeats,
+    cooldownQos: config.cooldownQos,
+    timeoutMs: Math.min(5000, config.a2aProbeMs),
+  });
+  ctx.onShutdown(() => prober.stop());
   ctx.addReadinessCheck('redis', () => redis.status === 'ready');
   log.info(
     { enrollment: config.enrollmentToken !== undefined, dictionary: config.capabilityDictionary !== '', missedHeartbeats: config.missedHeartbeats },

@@ -23,7 +23,7 @@ export async function revokeAgentTokens(deps: Pick<TokenApiDeps, 'tokens' | 'rev
 }
 
 /**
- * Token revocation (SPEC R-C2), admin only: POST /v1/agents/{id}/tokens/revoke revokes every
+ * Token revocation (R-C2), admin only: POST /v1/agents/{id}/tokens/revoke revokes every
  * live token of an agent; DELETE /v1/tokens/{jti} revokes one. A revoked token is refused on
  * HTTP (401, 1003), by the dispatcher (close 4003, also for an open connection) and on the
  * Kafka ingress path (DLQ INVALID, 1003); the agent cannot re-register with it either.

@@ -68,6 +68,20 @@ export class EndMarks {
     this.scripts = redis as unknown as MarkCommand;
   }
 
+  /**
+   * Whether the message is marked ended: canceled by its sender (A2A CancelTask) or declared
+   * DEAD by a stuck sweep. A retry request of such a message is not re-published: its end is
+   * recorded, and another attempt would run a canceled task. Throws when Redis cannot answer
+   * (the request is handled again).
+   */
+  async isEnded(messageId: string): Promise<boolean> {
+    try {
+      return (await this.redis.zscore(ENDED_MESSAGES, messageId)) !== null;
+    } catch (err) {
+      throw new ReachError('DEPENDENCY_UNAVAILABLE', `could not read the end mark of ${messageId}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
   async mark(ids: readonly string[], now: number): Promise<EndVerdicts> {
     const acked = new Set<string>();
     const working = new Set<string>();

@@ -18,10 +18,10 @@ const TRACKER_TOPICS = [TOPICS.statusBatches.name, TOPICS.status.name];
 const WATERMARK_KEEP_MS = 30 * 60_000;
 
 // retry-scheduler: reach.retry.v1 → reach.pending.v1 when each request's not_before is due
-// (DESIGN §1). The delay lives on Kafka (paused partitions, committed offsets), so it survives
-// restarts. Backoff and attempt counts are decided by whoever saw the attempt fail (the
+// (docs/design.md §12). The delay lives on Kafka (records queued in memory only as a copy, offsets
+// committed once handled), so it survives restarts. Backoff and attempt counts are decided by whoever saw the attempt fail (the
 // dispatcher); here a request due after its message's budget ends the message instead (3005/
-// 3006), and a sweep ends messages stuck non-terminal past their budget (SPEC R-D2).
+// 3006), and a sweep ends messages stuck non-terminal past their budget (R-D2).
 async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<void> {
   const { codec, metrics, config } = ctx;
   const budget = budgetPolicyOf(config);
@@ -39,6 +39,12 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
   );
   const pauses = metrics.counter('partition_pauses_total', 'Times a partition was paused until its next request was due.');
+  const skipped = metrics.counter(
+    'skipped_total',
+    'Retry requests come due for a message already ended (canceled by its sender, or declared DEAD by the stuck sweep): dropped, not re-published; by kind (hold, retry).',
+    ['kind'],
+  );
+  const endMarks = new EndMarks(ctx.redis);
 
   const stage = await runDelayStage<RetryRequest>({
     kafka: ctx.kafka,
@@ -49,10 +55,18 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     partitionsConsumedConcurrently: 6,
     decode: (record) => codec.decode<RetryRequest>(RETRY_SUBJECT, record.value),
     dueAt: (req) => req.not_before,
-    handle: (req, record) => {
-      const now = Date.now();
+    handle: async (req, record) => {
       const kind = isHold(req) ? 'hold' : 'retry';
-      // The wait on reach.retry.v1, from the request's append to its re-publication (SPEC R-F1).
+      if (await endMarks.isEnded(req.message_id)) {
+        skipped.inc({ kind });
+        forMessage(ctx.log, req.envelope).info(
+          { attempt: req.attempt, kind },
+          'retry request of a message already ended (canceled, or DEAD): not re-published',
+        );
+        return [];
+      }
+      const now = Date.now();
+      // The wait on reach.retry.v1, from the request's append to its re-publication (R-F1).
       const span = ctx.tracer.enabled
         ? ctx.tracer.startSpan('retry_wait', {
             parent: record.headers.traceparent,
@@ -83,6 +97,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     },
     onRecord: (outcome, record, ms) => {
       metrics.stageRecords.inc({ topic: record.topic, outcome });
+      if (outcome === 'poison') metrics.poisonRecords.inc({ topic: record.topic, parked: 'dlq' });
       metrics.stageSeconds.observe({ topic: record.topic }, ms / 1000);
     },
     onPause: () => pauses.inc(),
@@ -96,7 +111,6 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   const offsets = new KafkaOffsetReader(ctx.kafka, TRACKER_GROUP, TRACKER_TOPICS);
   ctx.onShutdown(() => offsets.close());
   const watermark = new ReadModelWatermark(offsets, WATERMARK_KEEP_MS);
-  const endMarks = new EndMarks(ctx.redis);
   const sweeper = new StuckSweeper({
     pg: ctx.pg,
     codec,

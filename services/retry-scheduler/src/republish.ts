@@ -17,7 +17,7 @@ export interface RepublishContext {
 /**
  * A request that comes due after its message's budget (or expire_at) ended is not routed
  * again: the message is DEAD (3005 BUDGET_EXCEEDED, 3006 EXPIRED) with a DLQ entry and a
- * failure receipt (SPEC R-D2). Undefined when the message is still within its budget.
+ * failure receipt (R-D2). Undefined when the message is still within its budget.
  */
 export function outOfBudget(ctx: RepublishContext, req: RetryRequest, record: InRecord, now: number): OutRecord[] | undefined {
   if (!ctx.budget) return undefined;

@@ -1,4 +1,4 @@
-import { ReachError, type Logger } from '@reach/core';
+import { BUDGET_FROM_HEADER, ReachError, type Logger } from '@reach/core';
 import type { Envelope, Priority, SchemaCodec } from '@reach/envelope';
 import { TOPICS, produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import { budgetDeadlineAt, FANOUT_PARENT, type BudgetPolicy } from '@reach/routing';
@@ -7,7 +7,7 @@ import type { MessageColumns, Pool } from '@reach/store';
 import type { EndVerdicts } from './end-marks.js';
 
 /**
- * The backstop of SPEC R-D2: no message stays non-terminal beyond its budget plus one sweep.
+ * The backstop of R-D2: no message stays non-terminal beyond its budget plus one sweep.
  * Every REACH_STUCK_SWEEP_MS one retry-scheduler instance (a PostgreSQL advisory lock picks it)
  * reads the tracker's `messages` for PENDING / ROUTED / DELIVERING rows whose budget
  * (`min(created_at + budget(type), expire_at)`) ended more than REACH_STUCK_GRACE_MS ago and
@@ -15,7 +15,7 @@ import type { EndVerdicts } from './end-marks.js';
  * These are messages the pipeline lost track of: a delivery whose buffer entry was lost with
  * Redis, a record dropped between stages, a dispatcher that died between taking an expired
  * delivery and reporting it. Parked NO_ROUTE messages (PENDING 2001) wait for an agent until
- * their expire_at (SPEC R-B10), so for them only expire_at counts.
+ * their expire_at (R-B10), so for them only expire_at counts.
  *
  * The read model can lag (a tracker restarting, a burst): a row is judged only when every
  * status event produced before its deadline is known to be in PostgreSQL (ReadModelWatermark),
@@ -66,8 +66,12 @@ interface PageEnd {
   messageId: string;
 }
 
-/** The read-model columns the sweep selects. */
-type Row = Omit<MessageColumns, 'result' | 'rule'>;
+/**
+ * The read-model columns the sweep selects, and where a replayed message's budget starts: the
+ * time of the PENDING with which ingress accepted its latest dead-letter replay (its detail
+ * holds `budget_from`), null for a message never replayed.
+ */
+type Row = Omit<MessageColumns, 'result' | 'rule'> & { budget_from: Date | null };
 
 /** The envelope of a read-model row (no payload: the read model does not keep it). */
 export function envelopeOfRow(r: Row): Envelope {
@@ -98,11 +102,19 @@ export function envelopeOfRow(r: Row): Envelope {
 }
 
 /** When a row's time is up: its budget end, or for a parked message its expire_at. */
-export function stuckDeadline(r: Pick<Row, 'status' | 'code' | 'message_type' | 'created_at' | 'expire_at'>, budget: BudgetPolicy): number {
+export function stuckDeadline(
+  r: Pick<Row, 'status' | 'code' | 'message_type' | 'created_at' | 'expire_at'> & { budget_from?: Date | null },
+  budget: BudgetPolicy,
+): number {
   const expireAt = r.expire_at ? r.expire_at.getTime() : null;
   if (r.status === 'PENDING' && r.code === 2001) return expireAt ?? Number.POSITIVE_INFINITY;
-  return budgetDeadlineAt({ message_type: r.message_type, created_at: r.created_at.getTime(), expire_at: expireAt }, budget);
+  // A replay's budget counts from its replay (docs/pipeline.md, "Replays"), as the router's and dispatcher's do.
+  const headers = r.budget_from ? { [BUDGET_FROM_HEADER]: String(r.budget_from.getTime()) } : undefined;
+  return budgetDeadlineAt({ message_type: r.message_type, created_at: r.created_at.getTime(), expire_at: expireAt, headers }, budget);
 }
+
+/** The sweep's memory of what it declared: per attempt, so a replay (a later attempt) of a declared message is judged afresh. */
+const declaredKey = (r: Pick<Row, 'message_id' | 'attempt'>): string => `${r.message_id}#${r.attempt}`;
 
 export class StuckSweeper {
   private readonly job: PeriodicJob;
@@ -172,8 +184,12 @@ export class StuckSweeper {
       const res = await client.query<Row>(
         `SELECT message_id, created_at, status, attempt, message_type, producer, capability, topic, target_agent_id, agent_id,
                 parent_message_id, trace_id, request_id, session_id, correlation_id, reply_to, idempotency_key, priority,
-                expire_at, code, reason, updated_at
-           FROM messages
+                expire_at, code, reason, updated_at,
+                CASE WHEN attempt > 0 THEN
+                  (SELECT max(e.at) FROM message_events e
+                    WHERE e.message_id = m.message_id AND e.created_at = m.created_at AND e.state = 'PENDING' AND e.detail ? 'budget_from')
+                END AS budget_from
+           FROM messages m
           WHERE status IN ('PENDING', 'ROUTED', 'DELIVERING')
             AND (created_at < $1::timestamptz OR expire_at < $2::timestamptz)
             AND ($4::timestamptz IS NULL OR (created_at, message_id) > ($4::timestamptz, $5::text))
@@ -184,7 +200,7 @@ export class StuckSweeper {
       const due: Array<{ row: Row; deadline: number }> = [];
       let heldBack = 0;
       for (const row of res.rows) {
-        if (this.declared.has(row.message_id)) continue;
+        if (this.declared.has(declaredKey(row))) continue;
         const deadline = stuckDeadline(row, this.d.budget);
         if (deadline + this.d.graceMs > now) continue;
         if (deadline > complete) {
@@ -198,7 +214,7 @@ export class StuckSweeper {
         now,
       );
       const out: OutRecord[] = [];
-      const ids: Array<{ id: string; code: number }> = [];
+      const ids: Array<{ key: string; code: number }> = [];
       for (const { row, deadline } of due) {
         if (verdicts?.acked.has(row.message_id)) {
           this.d.log.info(
@@ -212,12 +228,12 @@ export class StuckSweeper {
           continue;
         }
         out.push(...this.deadRecords(row, deadline, now));
-        ids.push({ id: row.message_id, code: row.expire_at && row.expire_at.getTime() <= now ? 3006 : 3005 });
+        ids.push({ key: declaredKey(row), code: row.expire_at && row.expire_at.getTime() <= now ? 3006 : 3005 });
       }
       if (out.length > 0) await produceAll(this.d.producer, out);
       await client.query('COMMIT');
-      for (const { id, code } of ids) {
-        this.declared.set(id, now);
+      for (const { key, code } of ids) {
+        this.declared.set(key, now);
         this.d.onDeclared?.(code);
       }
       const lastRow = res.rows.length === BATCH ? res.rows[res.rows.length - 1] : undefined;

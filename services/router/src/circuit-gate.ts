@@ -10,7 +10,7 @@ function chosenAgents(d: RouteDecision): readonly string[] {
 }
 
 /**
- * Routing with the circuit filter (SPEC R-B2, R-D8, R-D13). The local circuit map answers
+ * Routing with the circuit filter (R-B2, R-D8, R-D13). The local circuit map answers
  * synchronously: OPEN agents are no candidates, and nothing touches Redis while every circuit
  * is closed (the normal case). Only when the filter meets a HALF_OPEN agent does the decision
  * claim that agent's single probe in Redis (atomic across router instances) and route again

@@ -15,7 +15,7 @@ import type { RouteDecision, RouteHints, StickyStore } from '@reach/routing';
  * its own recent decisions: a batch kafkajs retries in this process (its produce or commit
  * failed, e.g. while Redis was being killed and restarted) finds its decisions here even when
  * Redis cannot answer or lost its last writes. Only a repeat in another process with Redis away
- * is decided anew (SPEC R-D12: routing continues).
+ * is decided anew (R-D12: routing continues).
  */
 const KEEP_S = 120;
 /** Decisions kept in the process: about two minutes at 500 msg/s; the oldest go first. */
@@ -32,10 +32,15 @@ export class DecisionMemo {
     private readonly localMax: number = LOCAL_MAX,
   ) {}
 
-  /** The hints for this decision: the remembered agent as its decidedAgent, when there is one. */
-  async hintsFor(messageId: string, hints: RouteHints): Promise<{ hints: RouteHints; remembered: string | null }> {
+  /**
+   * The hints for this decision: the remembered agent as its decidedAgent, when there is one.
+   * A `fresh` record (written after this router got its partition: no other router can have
+   * decided it) is looked up in this process only — the Redis read, one round trip per message,
+   * is for records that may have been consumed before.
+   */
+  async hintsFor(messageId: string, hints: RouteHints, fresh = false): Promise<{ hints: RouteHints; remembered: string | null }> {
     const key = keyOf(messageId, hints.attempt);
-    const remembered = this.local.get(key) ?? (await this.store.get(key).catch(() => null));
+    const remembered = this.local.get(key) ?? (fresh ? null : await this.store.get(key).catch(() => null));
     return { hints: remembered ? { ...hints, decidedAgent: remembered } : hints, remembered };
   }
 

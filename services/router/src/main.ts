@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { CIRCUIT_OPTIONS, CircuitBreakers, CircuitCache, circuitPolicy } from '@reach/circuits';
 import type { Envelope } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type StageHandlerContext } from '@reach/kafka';
-import { budgetPolicyOf, readHints, ruleFactsOf, type RoutingConfig } from '@reach/routing';
-import { AlertThrottle, alertRecord, AuditLog, runService, type ServiceContext } from '@reach/service-kit';
+import { budgetPolicyOf, domainGate, policyOf, readHints, withRuleAction, ruleFactsOf, type RoutingConfig } from '@reach/routing';
+import { AlertThrottle, alertRecord, AuditLog, runService, startRegistryViews, type ServiceContext } from '@reach/service-kit';
 import { createPgPool, createRedis, type Redis } from '@reach/store';
 import { routeWithCircuits } from './circuit-gate.js';
 import { KeyedSerializer } from './keyed-serializer.js';
@@ -12,10 +12,8 @@ import { decisionRecords, type OutputContext } from './outputs.js';
 import { DecisionMemo } from './decision-memo.js';
 import { MEMO_WAITS, RedisStickyStore } from './redis-sticky.js';
 import { registerViewApi } from './view-api.js';
-import { startRegistryViews } from './views.js';
-import { domainGate } from './domain-gate.js';
 import { RulesWatcher } from './rules-watcher.js';
-import { matchedRule, policyOf, withRuleAction } from './rule-policy.js';
+import { matchedRule } from './rule-policy.js';
 import { registerRulesApi } from './rules-api.js';
 import { routeSpanAttributes, routeSpanError } from './route-span.js';
 import { LaneBacklogView } from './lane-backlog.js';
@@ -50,7 +48,7 @@ const OPTIONS = [
   ...CIRCUIT_OPTIONS,
 ] as const;
 
-// router: reach.pending.v1 → reach.routed.v1 (DESIGN §1): candidate filter, scoring,
+// router: reach.pending.v1 → reach.routed.v1 (docs/design.md §1): candidate filter, scoring,
 // stickiness, saturation hold, fan-out, no-route handling, from local views of the registry.
 async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<void> {
   const { config, codec } = ctx;
@@ -91,7 +89,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   const sticky = new RedisStickyStore(config.redisUrl, ctx.log);
   ctx.onShutdown(() => sticky.close());
 
-  // Circuits (SPEC R-D8, R-D13): a local map of non-CLOSED circuits refreshed from Redis, on a
+  // Circuits (R-D8, R-D13): a local map of non-CLOSED circuits refreshed from Redis, on a
   // client that fails fast so a Redis outage never holds up routing.
   const circuitRedis = createRedis(config.redisUrl, ctx.log, {
     enableOfflineQueue: false,
@@ -171,7 +169,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   await Promise.all([views.agents.ready(), views.presence.ready(), views.grantsView.ready()]);
   ctx.log.info({ agents: views.index.size, presence: views.presence.size }, 'registry views caught up');
   // The first map should hold the circuits already open; with Redis away, routing starts
-  // anyway (SPEC R-D12) and the map fills in when Redis answers.
+  // anyway (R-D12) and the map fills in when Redis answers.
   await redisReady(circuitRedis, 2_000);
   await circuits.start();
 
@@ -179,15 +177,15 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   const memoStore = new RedisStickyStore(config.redisUrl, ctx.log, MEMO_WAITS);
   ctx.onShutdown(() => memoStore.close());
   const memo = new DecisionMemo(memoStore);
-  const handle = async (record: InRecord, { span }: StageHandlerContext) => {
+  const handle = async (record: InRecord, { span, fresh }: StageHandlerContext) => {
     const received = await codec.decode<Envelope>(PENDING_SUBJECT, record.value);
     const started = performance.now();
     const now = Date.now();
-    // First matching ReachRule, in file order (SPEC R-B11); its name goes into the timeline.
+    // First matching ReachRule, in file order (R-B11); its name goes into the timeline.
     const rule = rules.current.match(ruleFactsOf(received, views.index.agent(received.producer)));
     const envelope = withRuleAction(received, rule);
     // A record consumed again (offsets not committed before a crash) goes where it went before.
-    const { hints, remembered } = await memo.hintsFor(envelope.message_id, readHints(record.headers, envelope));
+    const { hints, remembered } = await memo.hintsFor(envelope.message_id, readHints(record.headers, envelope), fresh);
     const { decision, probes } = await routeWithCircuits(envelope, hints, deps, circuits, now, policyOf(rule));
     await memo.remember(envelope.message_id, hints.attempt, decision, remembered);
     if (decision.kind === 'routed') backlog.routed(decision.agentId);

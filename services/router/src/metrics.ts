@@ -4,7 +4,7 @@ type Counter = ReturnType<ServiceMetrics['counter']>;
 type Histogram = ReturnType<ServiceMetrics['histogram']>;
 type Gauge = ReturnType<ServiceMetrics['gauge']>;
 
-/** reach_router_* metrics (DESIGN §8): bounded labels only, never an agent or message id. */
+/** reach_router_* metrics (docs/design.md §8): bounded labels only, never an agent or message id. */
 export interface RouterMetrics {
   readonly decisions: Counter;
   readonly candidates: Histogram;

@@ -8,6 +8,7 @@ import {
   fanoutCopy,
   HOLD_REASON_RECONNECTING,
   HOLD_REASON_SATURATED,
+  noRouteError,
   type BudgetPolicy,
   type RouteDecision,
   type RouteHints,
@@ -28,7 +29,7 @@ export interface OutputContext {
   readonly ackTimeoutMs: number;
   /** REACH_SATURATION_RETRY_MS: how long a saturated message is held. */
   readonly saturationRetryMs: number;
-  /** REACH_BUDGET_MS / REACH_BUDGET_POLICY: the end of a message's time budget (SPEC R-D2); absent = expire_at only. */
+  /** REACH_BUDGET_MS / REACH_BUDGET_POLICY: the end of a message's time budget (R-D2); absent = expire_at only. */
   readonly budget?: BudgetPolicy;
   /** Raises an operator alert (throttled); null when suppressed. */
   readonly alert: (input: AlertInput) => OutRecord | null;
@@ -112,12 +113,13 @@ export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecis
           ),
         );
       }
+      const listed = { copies: copies.slice(0, MAX_LISTED_COPIES), copies_total: copies.length };
       out.push(
-        statusRecord(
-          codec,
-          { ...base, state: 'ROUTED', envelope: env, detail: { ...decision.trace, copies: copies.slice(0, MAX_LISTED_COPIES), copies_total: copies.length } },
-          now,
-        ),
+        statusRecord(codec, { ...base, state: 'ROUTED', envelope: env, detail: { ...decision.trace, ...listed } }, now),
+        // The parent's part ends here: its deliveries are its copies, each tracked (acked,
+        // retried, DEAD) under its own id. Left ROUTED, the stuck sweep declared every publish
+        // DEAD 3005 at its budget's end, with a dead letter and a false receipt (issue 25).
+        statusRecord(codec, { ...base, state: 'DELIVERED', envelope: env, detail: { fanned_out: listed } }, now),
       );
       return out;
     }
@@ -244,25 +246,8 @@ function held(ctx: OutputContext, m: Msg, hold: Hold, notBefore: number, now: nu
 }
 
 /**
- * NO_ROUTE, or CIRCUIT_OPEN (3001) when agents passed every other check but all had an open
- * circuit (SPEC R-D8): the circuit check runs after liveness and reachability, so a circuit
- * rejection means an otherwise usable agent was there.
- */
-export function noRouteError(decision: Extract<RouteDecision, { kind: 'no_route' }>): ReachError {
-  const open = decision.trace.rejected?.circuit ?? 0;
-  if (open > 0)
-    return new ReachError('CIRCUIT_OPEN', `${decision.why}: ${open === 1 ? "the only candidate's circuit is" : `all ${open} candidates' circuits are`} open`);
-  const denied = decision.trace.rejected?.domain ?? 0;
-  if (denied > 0) {
-    const which = denied === 1 ? 'the only agent that could take it is' : `all ${denied} agents that could take it are`;
-    return new ReachError('DOMAIN_DENIED', `${decision.why}: ${which} in another security domain and no grant allows it`);
-  }
-  return new ReachError('NO_ROUTE', decision.why);
-}
-
-/**
  * Until when a message nobody can take now is parked for the dead-letter service to redrive
- * (SPEC R-B10); null = rejected now. `reject` never parks; `queue_task` always parks, within
+ * (R-B10); null = rejected now. `reject` never parks; `queue_task` always parks, within
  * its expire_at, else its time budget, else a day; without a rule, a message parks only when it
  * has an expire_at (the sender said it may wait).
  */

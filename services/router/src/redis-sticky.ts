@@ -30,9 +30,9 @@ export const MEMO_WAITS: StoreWaits = { timeoutMs: MEMO_TIMEOUT_MS, queueWhileCo
 class StickyUnavailable extends Error {}
 
 /**
- * Session bindings in Redis (SPEC R-B6) on a client of the router's own that fails fast: no
+ * Session bindings in Redis (R-B6) on a client of the router's own that fails fast: no
  * offline queue and a short per-call timeout, so while Redis is away each message falls back
- * to the session hash at once instead of waiting (SPEC R-D12: routing continues).
+ * to the session hash at once instead of waiting (R-D12: routing continues).
  */
 export class RedisStickyStore implements StickyStore {
   private readonly redis: Redis;

@@ -1,10 +1,9 @@
 import { ReachError } from '@reach/core';
-import type { RouteDecision } from '@reach/routing';
+import { noRouteError, type RouteDecision } from '@reach/routing';
 import type { SpanAttributes, SpanError } from '@reach/tracing';
-import { noRouteError } from './outputs.js';
 
 /**
- * What a `route` span says about its decision (SPEC R-F1, R-B12): the rule, the strategy, how
+ * What a `route` span says about its decision (R-F1, R-B12): the rule, the strategy, how
  * many candidates there were and which agent was chosen. Ids are fine as span attributes (one
  * span per message); they never become metric labels.
  */

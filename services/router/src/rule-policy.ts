@@ -1,27 +1,5 @@
-import type { Envelope } from '@reach/envelope';
-import { DEFAULT_POLICY, type RoutePolicy } from '@reach/routing';
 import type { Rule } from '@reach/rules';
 import type { MatchedRule } from './outputs.js';
-
-/** How a matched rule dispatches (SPEC R-B11); no rule → the default policy. */
-export function policyOf(rule: Rule | null): RoutePolicy {
-  if (rule === null) return DEFAULT_POLICY;
-  return { rule: rule.name, dispatch: rule.action.dispatch, stickyBy: rule.action.dispatch === 'sticky' ? (rule.action.sticky_by ?? null) : null };
-}
-
-/**
- * The envelope as the rule routes it: the rule's priority lane replaces the sender's (the
- * operator's policy wins), and its timeout_ms applies when the sender gave none (the sender
- * knows its task best). What is routed is what the dispatcher and every retry see.
- */
-export function withRuleAction(envelope: Envelope, rule: Rule | null): Envelope {
-  if (rule === null) return envelope;
-  const { priority, timeout_ms } = rule.action;
-  const samePriority = priority === undefined || priority === envelope.priority;
-  const keepTimeout = timeout_ms === undefined || envelope.timeout_ms !== null;
-  if (samePriority && keepTimeout) return envelope;
-  return { ...envelope, ...(samePriority ? {} : { priority }), ...(keepTimeout ? {} : { timeout_ms }) };
-}
 
 export function matchedRule(rule: Rule | null): MatchedRule | null {
   return rule === null ? null : { name: rule.name, fallback: rule.fallback };

@@ -1,10 +1,9 @@
 import { envelopeFromJson } from '@reach/envelope';
 import type { CircuitCache } from '@reach/circuits';
-import { readHints, routeMessage, ruleFactsOf, type RouteDeps } from '@reach/routing';
+import { policyOf, readHints, routeMessage, ruleFactsOf, withRuleAction, type RouteDeps } from '@reach/routing';
 import { adminOnly, type AdminSecrets, type AuditLog, type HttpServer, type Reply, type Request } from '@reach/service-kit';
-import { policyOf, withRuleAction } from './rule-policy.js';
 import type { RulesWatcher } from './rules-watcher.js';
-import type { RegistryViews } from './views.js';
+import type { RegistryViews } from '@reach/service-kit';
 
 interface RulesApiDeps {
   rules: RulesWatcher;

@@ -16,7 +16,7 @@ export interface RulesStatus {
 }
 
 /**
- * The router's ReachRules (SPEC R-B11): compiled at start, then hot-reloaded. The file is
+ * The router's ReachRules (R-B11): compiled at start, then hot-reloaded. The file is
  * re-read every second (fs.watch misses editors that replace the file and network volumes;
  * a 1 s read of a small file costs nothing) and recompiled only when its digest changed.
  * An invalid file at start stops the router (a rolling update then keeps the old instances);

@@ -5,7 +5,7 @@ import { loadRate, type AgentIndex } from '@reach/routing';
 
 /**
  * Admin, read-only: what THIS router instance sees of the registry. Each router routes from its
- * own local view (SPEC R-A6), so "why did it (not) route there?" starts with what the view
+ * own local view (R-A6), so "why did it (not) route there?" starts with what the view
  * held: revision, status, lease, load rate, presence, circuit. Needs the admin token.
  */
 export function registerViewApi(
@@ -14,7 +14,7 @@ export function registerViewApi(
   secrets: AdminSecrets,
   /** The agent's circuit in this router's local map (closed, open, half_open). */
   circuitOf?: (agentId: string) => string,
-  /** The cross-domain grants this router holds (SPEC R-A8). */
+  /** The cross-domain grants this router holds (R-A8). */
   grants?: () => Iterable<Grant>,
 ): void {
   const admin =

@@ -1,6 +1,6 @@
 import { messageIdTime } from '@reach/core';
 import type { StatusEvent } from '@reach/envelope';
-import type { MessageColumns } from '@reach/store';
+import { resultForJsonb, type MessageColumns } from '@reach/store';
 
 /**
  * Pure folding of a batch of status events into the rows the tracker writes: one upsert row per
@@ -23,9 +23,34 @@ export function stateRank(state: string): number {
   }
 }
 
-/** (attempt, rank) ordering: a retry (higher attempt) beats any state of an earlier attempt. */
-export function isAhead(a: { attempt: number; state: string }, b: { attempt: number; state: string }): boolean {
+/** The code of a message its sender canceled (A2A CancelTask, docs/a2a.md): it ends DEAD with it. */
+export const CANCELED_CODE = 3007;
+
+/** DEAD 3007: the sender canceled the message before any agent acked it. */
+export function isCanceled(e: { state: string; code?: number | null }): boolean {
+  return e.state === 'DEAD' && e.code === CANCELED_CODE;
+}
+
+/**
+ * (attempt, rank) ordering: a retry (higher attempt) beats any state of an earlier attempt —
+ * except around a cancel. A cancel ends the message for good: nothing moves a canceled message
+ * on, and a cancel beats every state that is not terminal, of any attempt. The cancel is stamped
+ * with the attempt the read model showed, so a retry already under way when it came (its
+ * PENDING or ROUTED of the next attempt produced before the dispatcher saw the cancel mark)
+ * would otherwise bring the canceled task back to WORKING (writer.ts ADVANCES: the same rule).
+ */
+export function isAhead(a: { attempt: number; state: string; code?: number | null }, b: { attempt: number; state: string; code?: number | null }): boolean {
+  if (isCanceled(b)) return false;
+  if (isCanceled(a) && stateRank(b.state) < 3) return true;
   return a.attempt !== b.attempt ? a.attempt > b.attempt : stateRank(a.state) > stateRank(b.state);
+}
+
+/**
+ * A later PENDING of the same attempt (the router's parked or held status after ingress's)
+ * says why the message waits: it replaces the earlier one's code and reason (writer.ts REFINES).
+ */
+export function isRefinement(a: { attempt: number; state: string; at: number }, b: { attempt: number; state: string; at: number }): boolean {
+  return a.attempt === b.attempt && a.state === 'PENDING' && b.state === 'PENDING' && a.at >= b.at;
 }
 
 /** A messages row as the tracker writes it (epoch ms; result as JSON text). */
@@ -111,6 +136,8 @@ export function parseDetail(detailJson: string | null): unknown {
 interface Detail {
   readonly value: unknown;
   readonly json: string | null;
+  /** As parsed, NULs kept: the result is stored from it, losslessly (resultForJsonb). */
+  readonly unscrubbed: unknown;
 }
 
 /**
@@ -119,23 +146,24 @@ interface Detail {
  * JSON.stringify (those two were ~10 % of the tracker's CPU under load).
  */
 export function detailOf(detailJson: string | null): Detail {
-  if (detailJson === null) return { value: null, json: null };
+  if (detailJson === null) return { value: null, json: null, unscrubbed: null };
   let parsed: unknown;
   try {
     parsed = JSON.parse(detailJson);
   } catch {
     const raw = { raw: text(detailJson, MAX_TEXT) };
-    return { value: raw, json: JSON.stringify(raw) };
+    return { value: raw, json: JSON.stringify(raw), unscrubbed: raw };
   }
-  if (!detailJson.includes('\\u0000')) return { value: parsed, json: parsed === null ? null : detailJson };
+  if (!detailJson.includes('\\u0000')) return { value: parsed, json: parsed === null ? null : detailJson, unscrubbed: parsed };
+  // The timeline's copy loses its NULs; the result column keeps them (resultOf).
   const clean = scrub(parsed);
-  return { value: clean, json: clean === null ? null : JSON.stringify(clean) };
+  return { value: clean, json: clean === null ? null : JSON.stringify(clean), unscrubbed: parsed };
 }
 
 function resultOf(detail: unknown): string | null {
   if (detail === null || typeof detail !== 'object' || Array.isArray(detail)) return null;
   const r = (detail as { result?: unknown }).result;
-  return r === undefined || r === null ? null : JSON.stringify(r);
+  return r === undefined || r === null ? null : resultForJsonb(JSON.stringify(r));
 }
 
 function ruleOf(detail: unknown): string | null {
@@ -197,8 +225,8 @@ export function foldBatch(batch: readonly StatusEvent[], known: ReadonlyMap<stri
     const created = createdAt(list, known);
     // The first event that reaches the most advanced (attempt, state) wins, as in the database.
     let winner = list[0]!;
-    for (const e of list)
-      if (isAhead({ attempt: Math.max(0, e.attempt), state: e.state }, { attempt: Math.max(0, winner.attempt), state: winner.state })) winner = e;
+    const rankOf = (e: StatusEvent) => ({ attempt: Math.max(0, e.attempt), state: e.state, code: e.code, at: time(e.at) ?? 0 });
+    for (const e of list) if (isAhead(rankOf(e), rankOf(winner)) || (e !== winner && isRefinement(rankOf(e), rankOf(winner)))) winner = e;
     const parsed = list.map((e) => detailOf(e.detail_json));
     const details = parsed.map((d) => d.value);
     // Metadata from the winner when it has it, else from any event of the message.
@@ -255,7 +283,10 @@ export function foldBatch(batch: readonly StatusEvent[], known: ReadonlyMap<stri
       expire_at: time(meta((e) => e.expire_at)) ?? null,
       code: int32(winner.code),
       reason: optText(winner.reason, MAX_TEXT),
-      result: firstOf(details, resultOf),
+      result: firstOf(
+        parsed.map((d) => d.unscrubbed),
+        resultOf,
+      ),
       // The routing rule of the most advanced step that names one (ROUTED, usually).
       rule: firstOf(byProgress(list), (e) => ruleOf(details[list.indexOf(e)])),
     });

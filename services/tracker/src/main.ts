@@ -1,18 +1,16 @@
 import { IDLE_FETCH_WAIT_MS, TOPICS } from '@reach/kafka';
-import { runService, type ServiceContext } from '@reach/service-kit';
-import { ensurePartitions } from '@reach/store';
+import { runService, scheduleRetention, type ServiceContext } from '@reach/service-kit';
+import { ensurePartitions, retentionCheckMs } from '@reach/store';
 import { TrackerMetrics } from './metrics.js';
 import { StatusFolder } from './status-folder.js';
+import { readModelUpkeep } from './retention.js';
 import { ReadModelWriter } from './writer.js';
 
 // tracker: the message read model: reach.status-batches.v1 (what the stages produce) and
 // reach.status.v1 (single events from outside producers and tools) → PostgreSQL `messages` and
-// `message_events`, in batches (DESIGN §1, SPEC R-D1, R-E4). The only writer of those tables.
-const OPTIONS = ['trackerBatchSize'] as const;
+// `message_events`, in batches (docs/design.md §1, R-D1, R-E4). The only writer of those tables.
+const OPTIONS = ['trackerBatchSize', 'retentionMessages', 'partitionInterval'] as const;
 type Key = (typeof OPTIONS)[number];
-
-/** The monthly partitions are checked again daily, so a long-running tracker never runs past them. */
-const PARTITION_CHECK_MS = 24 * 3600 * 1000;
 
 // Partitions are consumed concurrently and their batches written together (GroupCommit in packages/kafka):
 // one message's events sit on several partitions (each stage packs its own), and folded in one
@@ -35,11 +33,11 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   const metrics = new TrackerMetrics(ctx.metrics);
   const folder = new StatusFolder(ctx.codec, new ReadModelWriter(ctx.pg), metrics, ctx.log, ctx.service);
 
-  const partitions = setInterval(() => {
-    ensurePartitions(ctx.pg).catch((err: unknown) => ctx.log.warn({ err }, 'monthly partition check failed; retried tomorrow'));
-  }, PARTITION_CHECK_MS);
-  partitions.unref();
-  ctx.onShutdown(() => clearInterval(partitions));
+  // Partitions are made ahead (PARTITIONS_AHEAD intervals) and old ones dropped, at start and
+  // then every quarter of the shorter of the interval and the retention (at most hourly).
+  const { partitionInterval: intervalS, retentionMessages: retentionS } = ctx.config;
+  await ensurePartitions(ctx.pg, { intervalS }); // before the first write, so nothing lands in DEFAULT
+  scheduleRetention(ctx, retentionCheckMs(Math.min(intervalS, retentionS)), () => readModelUpkeep(ctx.pg, { intervalS, retentionS }));
 
   await ctx.batchStage({
     topics: [TOPICS.statusBatches.name, TOPICS.status.name],

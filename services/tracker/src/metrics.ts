@@ -6,7 +6,7 @@ type Histogram = ReturnType<ServiceMetrics['histogram']>;
 
 const TERMINAL = new Set(['DELIVERED', 'REJECTED', 'DEAD']);
 
-/** reach_tracker_*: what the writer does, and message outcomes (SPEC R-F2). */
+/** reach_tracker_*: what the writer does, and message outcomes (R-F2). */
 export class TrackerMetrics {
   private readonly rows: Counter;
   private readonly batchSize: Histogram;
@@ -14,8 +14,10 @@ export class TrackerMetrics {
   private readonly outcomes: Counter;
   private readonly poison: Counter;
   private readonly endToEnd: Histogram;
+  private readonly poisonRecords: ServiceMetrics['poisonRecords'];
 
   constructor(metrics: ServiceMetrics) {
+    this.poisonRecords = metrics.poisonRecords;
     this.rows = metrics.counter('rows_written_total', 'Rows written to the read model: message rows inserted or moved forward, timeline rows inserted.', [
       'table',
     ]);
@@ -57,7 +59,14 @@ export class TrackerMetrics {
     }
   }
 
-  unusable(n = 1): void {
-    this.poison.inc(n);
+  /** A status record (or one event of a batch) sent to the DLQ: it can never be stored. */
+  unusable(topic: string): void {
+    this.poison.inc();
+    this.poisonRecords.inc({ topic, parked: 'dlq' });
+  }
+
+  /** An event PostgreSQL refused for its text, stored with that text made storable. */
+  sanitized(topic: string): void {
+    this.poisonRecords.inc({ topic, parked: 'stored_sanitized' });
   }
 }

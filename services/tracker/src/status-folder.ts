@@ -4,7 +4,8 @@ import { TOPICS, valueSubject, type InRecord, type OutRecord, GroupCommit } from
 import { deadLetterRecord } from '@reach/service-kit';
 import { foldBatch, idsWithoutCreatedAt, unusable } from './fold.js';
 import type { TrackerMetrics } from './metrics.js';
-import { isDataError, type ReadModelWriter } from './writer.js';
+import type { ReadModelWriter } from './writer.js';
+import { isDataError, storableJson, storableText, writeIsolatingRefused } from '@reach/store';
 
 const STATUS_SUBJECT = valueSubject(TOPICS.status.name);
 const BATCH_SUBJECT = valueSubject(TOPICS.statusBatches.name);
@@ -62,34 +63,49 @@ export class StatusFolder {
 
   /**
    * Writes the items in one statement. When PostgreSQL refuses the rows themselves (a value it
-   * cannot store), the batch is halved until the offending record is alone; it goes to the DLQ
-   * and everything else is written: one bad event never blocks the partition.
+   * cannot store), the batch is halved until the offending event is alone and everything else
+   * is written: one bad event never blocks the partition. The refused event is written again
+   * with its text made storable (storableEvent), so its state transition is never lost to its
+   * content; only an event refused even then goes to the DLQ.
    */
   private async write(items: readonly Item[]): Promise<void> {
-    if (items.length === 0) return;
+    try {
+      await writeIsolatingRefused(
+        items,
+        (batch) => this.writeEvents(batch),
+        (item, err) => this.refused(item, err),
+      );
+    } catch (err) {
+      throw err instanceof ReachError ? err : new ReachError('DEPENDENCY_UNAVAILABLE', `read model write failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  private async writeEvents(items: readonly Item[]): Promise<void> {
     const events = items.map((i) => i.event);
     const started = performance.now();
-    try {
-      const missing = idsWithoutCreatedAt(events);
-      const known = missing.length > 0 ? await this.writer.knownCreatedAt(missing) : undefined;
-      const result = await this.writer.write(foldBatch(events, known));
-      this.metrics.written(events.length, (performance.now() - started) / 1000, result);
-    } catch (err) {
-      if (!isDataError(err)) {
-        throw err instanceof ReachError ? err : new ReachError('DEPENDENCY_UNAVAILABLE', `read model write failed: ${(err as Error).message}`, { cause: err });
-      }
-      if (items.length === 1) {
-        const item = items[0]!;
-        this.log.error({ err, message_id: item.event.message_id, trace_id: item.event.trace_id }, 'status event refused by PostgreSQL; sent to the DLQ');
-        item.out.push(
-          this.poison(item.record, new NonRetryableError('INVALID_ENVELOPE', `status event refused by PostgreSQL: ${(err as Error).message}`), item.event),
-        );
+    const missing = idsWithoutCreatedAt(events);
+    const known = missing.length > 0 ? await this.writer.knownCreatedAt(missing) : undefined;
+    const result = await this.writer.write(foldBatch(events, known));
+    this.metrics.written(events.length, (performance.now() - started) / 1000, result);
+  }
+
+  private async refused(item: Item, err: unknown): Promise<void> {
+    const ids = { message_id: item.event.message_id, trace_id: item.event.trace_id, state: item.event.state };
+    const storable = storableEvent(item.event);
+    if (storable !== item.event) {
+      try {
+        await this.writeEvents([{ ...item, event: storable }]);
+        this.metrics.sanitized(item.record.topic);
+        this.log.error({ err, ...ids }, 'status event refused by PostgreSQL for its text; stored with NUL and lone surrogates replaced by U+FFFD');
         return;
+      } catch (again) {
+        if (!isDataError(again)) throw again;
       }
-      const half = Math.ceil(items.length / 2);
-      await this.write(items.slice(0, half));
-      await this.write(items.slice(half));
     }
+    this.log.error({ err, ...ids }, 'status event refused by PostgreSQL; sent to the DLQ');
+    item.out.push(
+      this.poison(item.record, new NonRetryableError('INVALID_ENVELOPE', `status event refused by PostgreSQL: ${(err as Error).message}`), item.event),
+    );
   }
 
   /**
@@ -98,11 +114,29 @@ export class StatusFolder {
    * operator sees the event that failed and not its batch neighbours that were stored.
    */
   private poison(record: InRecord, error: ReachError, event?: StatusEvent): OutRecord {
-    this.metrics.unusable();
+    this.metrics.unusable(record.topic);
     const alone =
       event && record.topic === TOPICS.statusBatches.name
         ? { ...record, key: Buffer.from(event.message_id), value: this.codec.encode(STATUS_SUBJECT, event) }
         : record;
     return deadLetterRecord(this.codec, { service: this.service, error, record: alone });
   }
+}
+
+/**
+ * The event with the text PostgreSQL cannot store (NUL, lone surrogates) replaced in its reason
+ * and detail; the same object when there is nothing to replace.
+ */
+export function storableEvent(event: StatusEvent): StatusEvent {
+  const reason = event.reason === null ? null : storableText(event.reason);
+  let detail = event.detail_json;
+  if (detail !== null) {
+    try {
+      detail = JSON.stringify(storableJson(JSON.parse(detail)));
+    } catch {
+      detail = storableText(detail);
+    }
+    if (detail === event.detail_json) detail = event.detail_json;
+  }
+  return reason === event.reason && detail === event.detail_json ? event : { ...event, reason, detail_json: detail };
 }

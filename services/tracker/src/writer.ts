@@ -1,6 +1,6 @@
 import { ReachError } from '@reach/core';
-import { pgErrorCode, type Pool } from '@reach/store';
-import type { EventInsert, FoldedBatch, MessageUpsert } from './fold.js';
+import type { Pool } from '@reach/store';
+import { CANCELED_CODE, type EventInsert, type FoldedBatch, type MessageUpsert } from './fold.js';
 
 type Column<R> = readonly [name: keyof R & string, pgType: string];
 
@@ -63,9 +63,19 @@ function arrays<R>(columns: ReadonlyArray<Column<R>>, rows: readonly R[]): unkno
   );
 }
 
-// The event moves the message forward: a later attempt, or a later state of the same attempt.
-const ADVANCES = '(excluded.attempt, excluded.state_rank) > (cur.attempt, cur.state_rank)';
+// The event moves the message forward: a later attempt, or a later state of the same attempt;
+// around a cancel (DEAD 3007), isAhead's rule in fold.ts: nothing moves a canceled message on,
+// and a cancel beats any state that is not terminal, whatever its attempt.
+const CUR_CANCELED = `(cur.status = 'DEAD' AND cur.code IS NOT DISTINCT FROM ${CANCELED_CODE})`;
+const CANCELS = `(excluded.status = 'DEAD' AND excluded.code IS NOT DISTINCT FROM ${CANCELED_CODE} AND cur.state_rank < 3)`;
+const ADVANCES = `(NOT ${CUR_CANCELED} AND (${CANCELS} OR (excluded.attempt, excluded.state_rank) > (cur.attempt, cur.state_rank)))`;
 const whenAdvancing = (col: string, value = `excluded.${col}`) => `${col} = CASE WHEN ${ADVANCES} THEN ${value} ELSE cur.${col} END`;
+// A later PENDING of the same attempt says why the message waits (the router's parked 2001 or
+// held 2002 after ingress's PENDING): its code and reason replace the earlier ones (isRefinement
+// in fold.ts). Before, the row kept ingress's bare PENDING, so `reach status` of a parked message
+// said only PENDING and the stuck sweep did not see it was parked (issue #25).
+const REFINES = `(excluded.attempt = cur.attempt AND cur.status = 'PENDING' AND excluded.status = 'PENDING' AND excluded.updated_at >= cur.updated_at)`;
+const whenAdvancingOrRefining = (col: string) => `${col} = CASE WHEN ${ADVANCES} OR ${REFINES} THEN excluded.${col} ELSE cur.${col} END`;
 // Identity fields never change once known; '' marks a NOT NULL one an event did not carry.
 const keepKnown = (col: string) => `${col} = CASE WHEN cur.${col} = '' THEN excluded.${col} ELSE cur.${col} END`;
 const keepFirst = (col: string) => `${col} = COALESCE(cur.${col}, excluded.${col})`;
@@ -92,8 +102,8 @@ WITH ev AS (
       whenAdvancing('attempt'),
       // The agent of the current attempt: a new attempt starts without one.
       whenAdvancing('agent_id', 'CASE WHEN excluded.attempt > cur.attempt THEN excluded.agent_id ELSE COALESCE(excluded.agent_id, cur.agent_id) END'),
-      whenAdvancing('code'),
-      whenAdvancing('reason'),
+      whenAdvancingOrRefining('code'),
+      whenAdvancingOrRefining('reason'),
       whenAdvancing('rule', 'COALESCE(excluded.rule, cur.rule)'),
       'result = COALESCE(cur.result, excluded.result)',
       ...['message_type', 'producer', 'trace_id'].map(keepKnown),
@@ -110,7 +120,7 @@ WITH ev AS (
         'expire_at',
       ].map(keepFirst),
     ].join(',\n    ')}
-  WHERE ${ADVANCES} OR (excluded.result IS NOT NULL AND cur.result IS NULL)
+  WHERE ${ADVANCES} OR ${REFINES} OR (excluded.result IS NOT NULL AND cur.result IS NULL)
   RETURNING 1
 )
 SELECT (SELECT count(*) FROM msg)::int AS messages,
@@ -129,16 +139,6 @@ export interface WriteResult {
   /** The newly inserted events by state and first attempt or not (for outcome metrics). */
   /** New timeline events by state and first attempt; ages_s: created_at → event, seconds, of terminal ones. */
   newEvents: Array<{ state: string; first_attempt: boolean; n: number; ages_s: number[] }>;
-}
-
-/**
- * A failure caused by the rows themselves (bad value, constraint, size limit): retrying the
- * same rows can never succeed, so the caller isolates the culprit instead. Everything else
- * (connection lost, server shutting down, deadlock) is the dependency's: retry the batch.
- */
-export function isDataError(err: unknown): boolean {
-  const code = pgErrorCode(err);
-  return code !== undefined && ['22', '23', '54'].includes(code.slice(0, 2));
 }
 
 export class ReadModelWriter {

@@ -7,7 +7,7 @@ import { plainKafka, registryClient, TopicTap, type Tapped, statusTap } from '..
 import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { envelope, FakeRegistry, routerSees, type FakeAgent } from '../router/fake-registry.js';
 
-// The running router's circuit filter (SPEC R-B2, R-D8): outcomes are recorded in Redis the
+// The running router's circuit filter (R-B2, R-D8): outcomes are recorded in Redis the
 // way the dispatcher records them; the router stops choosing an agent whose circuit is open,
 // answers 3001 when that leaves nothing, sends one probe when the open period ends, and takes
 // the agent back when the probe succeeds. The open period is fixed in Redis when a circuit

@@ -4,7 +4,7 @@ import { MESSAGE_ID_PATTERN } from '@reach/core';
 import type { ReachMessage } from '@reach/sdk';
 import { startTestAgent, stopTestAgents, uniqueName, type TestAgent } from '@reach/sdk/testing';
 
-// `reach agents | send | status | trace` (DESIGN §5) as a user runs them: the built CLI as a
+// `reach agents | send | status | trace` (docs/design.md §5) as a user runs them: the built CLI as a
 // child process against the real running stack, with the admin token `reach up` generated.
 
 const reach = (...args: string[]) => reachCli([...args]);
@@ -74,7 +74,7 @@ describe('reach send', () => {
     };
     expect(trace.trace_id).toBe(state.trace_id);
     expect(trace.messages.map((m) => m.message_id)).toContain(body.message_id);
-    // The tree and the per-stage durations (SPEC R-F1).
+    // The tree and the per-stage durations (R-F1).
     expect(trace.tree).toContainEqual({ message_id: body.message_id, link: 'root', children: [] });
     const stages = trace.messages.find((m) => m.message_id === body.message_id)!.stages;
     expect(stages.map((x) => x.stage)).toEqual(expect.arrayContaining(['ingest', 'route', 'dispatch', 'agent']));
@@ -112,6 +112,27 @@ describe('reach send', () => {
     const json = await reach('send', '--capability', 'nobody_offers_this', '--wait', '--json');
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 2001, name: 'NO_ROUTE' } });
+  });
+
+  it('--topic --wait answers once the publish is fanned out, with its copies; nobody subscribed → exit 1, 2001', async () => {
+    const topic = `news_${uniqueName('cli').replace(/[^a-z0-9]/g, '')}`;
+    const sub = await startTestAgent({ subscriptions: { [topic]: async () => undefined } });
+    const json = await reach('send', '--topic', topic, '--payload', '{"n":1}', '--wait', '--json');
+    expect(json.stderr).toBe('');
+    expect(json.code).toBe(0);
+    const body = JSON.parse(json.stdout) as { message_id: string; status: string; copies: Array<{ agent_id: string }>; copies_total: number };
+    expect(body).toMatchObject({ status: 'DELIVERED', copies_total: 1 });
+    expect(body.copies.map((c) => c.agent_id)).toEqual([sub.agentId]);
+
+    const human = await reach('send', '--topic', topic, '--payload', '{"n":2}', '--wait');
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/msg_[0-9A-Z]{26}\s+DELIVERED/);
+    expect(human.stdout).toContain('fanned out to 1 copy');
+    expect(human.stdout).toContain(sub.agentId);
+
+    const nobody = await reach('send', '--topic', `${topic}_none`, '--payload', '{}', '--wait');
+    expect(nobody.code).toBe(1);
+    expect(nobody.stderr).toMatch(/2001 NO_ROUTE/);
   });
 
   it('exits 2 on usage errors', async () => {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { uniq } from '../../helpers/env.js';
 
-// `reach rules check <file>` (DESIGN §5) as an operator runs it: the built CLI as a child
+// `reach rules check <file>` (docs/design.md §5) as an operator runs it: the built CLI as a child
 // process on files on disk. It needs no running service.
 
 const reach = (...args: string[]) => reachCli([...args]);

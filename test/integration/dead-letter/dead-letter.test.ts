@@ -9,7 +9,7 @@ import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
 import { createPgPool, type Pool } from '../../../packages/store/dist/index.js';
 import { api, cap, entriesOf, entry, envelope, eventually, message, sendDeadLetter, sendToIngress, type Entry } from './dlq-helpers.js';
 
-// The dead-letter service against the running stack (SPEC R-D11, R-B10; DESIGN §3 dead-letter
+// The dead-letter service against the running stack (R-D11, R-B10; docs/design.md §3 dead-letter
 // admin API): reach.dlq.v1 → PostgreSQL, list/show, replay (one, by filter) as a new attempt
 // of the same message, automatic redrive when an agent appears, purge, auth, the stale sweep.
 const client = testClient();
@@ -142,10 +142,16 @@ describe('dead-letter store and admin API', () => {
     await eventually('stored', () => entry(id));
 
     const accepting = await startTestAgent({ handlers: { [capability]: async () => ({ ok: true }) } });
+    // a dry run (issue #25 item 2) answers the attempt it would start and sends nothing
+    const dry = await api<{ attempt: number; dry_run: boolean; status: string; replay_count: number }>('POST', `/v1/dlq/${id}/replay`, { dry_run: true });
+    expect(dry).toMatchObject({ status: 200, body: { dry_run: true, attempt: 1, status: 'PARKED', replay_count: 0 } });
+    expect((await api('POST', `/v1/dlq/${id}/replay`, { dry_run: 'yes' })).status).toBe(400);
+    expect((await api('POST', `/v1/dlq/${id}/replay`, { rate_per_s: 1 })).status).toBe(400);
+    expect(await entry(id)).toMatchObject({ status: 'PARKED', replay_count: 0 });
     const r = await api<{ dlq_id: string; message_id: string; status: string; attempt: number }>('POST', `/v1/dlq/${id}/replay`);
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ dlq_id: id, message_id: messageId, status: 'REPLAYED' });
-    expect(r.body.attempt).toBeGreaterThanOrEqual(1);
+    // the read model shows attempt 0, REJECTED: the replay is attempt 1
+    expect(r.body).toMatchObject({ dlq_id: id, message_id: messageId, status: 'REPLAYED', attempt: 1 });
     const done = await eventually('DELIVERED', async () => {
       const m = await message(messageId);
       return m?.status === 'DELIVERED' ? m : undefined;
@@ -187,13 +193,13 @@ describe('dead-letter store and admin API', () => {
     const run = await api('POST', '/v1/dlq/replay', { reason: 'RETRIES_EXHAUSTED', capability, rate_per_s: 5 });
     expect(run).toMatchObject({ status: 200, body: { matched: 3, replayed: 3, skipped: 0, dry_run: false } });
     for (const id of ids) expect(await entry(id)).toMatchObject({ status: 'REPLAYED', replay_count: 1 });
-    // each went back through ingress as attempt 3 (one past the entry's attempts)
+    // each went back through ingress as attempt 2 (the entries record attempts 0 and 1)
     for (const e of envs) {
       const m = await eventually('the replayed attempt in the read model', async () => {
         const s = await message(String(e.message_id));
-        return s && s.attempt >= 3 ? s : undefined;
+        return s && s.attempt >= 2 ? s : undefined;
       });
-      expect(m.attempt).toBe(3);
+      expect(m.attempt).toBe(2);
     }
     // replayed entries are not matched again
     const again = await api('POST', '/v1/dlq/replay', { reason: 'RETRIES_EXHAUSTED', capability, dry_run: true });
@@ -272,6 +278,15 @@ describe('the stale sweep', () => {
        VALUES ($1, 'NO_ROUTE', 2001, 'nobody came', 'test', $2, 'PARKED', now() - interval '23 hours 50 minutes')`,
       [id, capability],
     );
+    // A parked row whose expire_at no timestamptz cast can read (the doors accepted an expiry
+    // past the year 9999 until 6 December): the sweep used to fail on it at every run, so no
+    // entry was ever swept again (CI, 6 December). It must be skipped, and stay PARKED.
+    const odd = newId('dlq');
+    await db.query(
+      `INSERT INTO dead_letters (dlq_id, reason, code, error, service, capability, status, envelope_json, created_at)
+       VALUES ($1, 'NO_ROUTE', 2001, 'nobody came', 'test', $2, 'PARKED', $3, now())`,
+      [odd, capability, JSON.stringify({ expire_at: new Date(8.64e15).toISOString() })],
+    );
     // A second instance (the sweep runs at start and every minute) that counts 23 h 45 min as
     // stale. The entry is 23 h 50 min old: past this instance's limit, within the stack's 24 h, so
     // the stack's own dead-letter, whose minute sweep can fire right after the insert (CI,
@@ -318,6 +333,9 @@ describe('the stale sweep', () => {
     const dead = await entry(id);
     expect(dead).toMatchObject({ status: 'DEAD' });
     expect(dead!.history!.some((h) => h.event === 'DEAD' && h.why === 'STALE')).toBe(true);
+    expect(await entry(odd)).toMatchObject({ status: 'PARKED' });
+    await db.query('DELETE FROM dead_letters WHERE dlq_id = $1', [odd]);
+    expect(lines.filter((l) => l.msg === 'dead-letter sweep failed; retried shortly')).toEqual([]);
 
     const port = await eventually('the second instance port', async () => lines.find((l) => l.msg === 'http listening')?.port as number | undefined);
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();

@@ -74,7 +74,7 @@ export function envelope(capability: string, extra: Record<string, unknown> = {}
   return testEnvelope({ capability, trace_id: uniqueName('trace').replace(/-/g, ''), ...extra });
 }
 
-/** Sends an envelope to reach.ingress.v1 with the admin token (DESIGN §2). */
+/** Sends an envelope to reach.ingress.v1 with the admin token (docs/design.md §2). */
 export async function sendToIngress(producer: Producer, env: Record<string, unknown>): Promise<void> {
   const registry = registryClient();
   const value = await registry.encode(await registry.getLatestSchemaId('reach.ingress.v1-value'), env);

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { requireTool, run, scrapeJobs, scrapeLocalStack, unknownMetrics } from './promql.js';
 
-// The alerting rules (SPEC R-F3) and the scrape config, checked with Prometheus's own promtool
+// The alerting rules (R-F3) and the scrape config, checked with Prometheus's own promtool
 // (Debian's prometheus package, installed by scripts/ensure-tools.sh) and against the metric
 // names the running services really export.
 
@@ -45,7 +45,7 @@ describe('promtool', () => {
 });
 
 describe('alerting rules', () => {
-  it('cover every alert SPEC R-F3 and issue #6 ask for', () => {
+  it('cover every alert R-F3 and issue #6 ask for', () => {
     const names = alerts.map((a) => a.alert);
     for (const required of [
       'ReachRetryRateHigh',

@@ -6,7 +6,7 @@ import { testEnvelope } from '../../helpers/envelope.js';
 import { TestAgent, messageIdOf, type Frame } from './harness.js';
 
 /**
- * Helpers of the per-target concurrency and priority-lane tests (SPEC R-D7, R-D9): agents
+ * Helpers of the per-target concurrency and priority-lane tests (R-D7, R-D9): agents
  * registered with a given max_concurrency, the dispatcher's view of an agent's flow
  * (`GET /v1/agents/{id}/deliveries`), routed deliveries with a chosen ack window and budget,
  * and an agent that answers only when the test says so.

@@ -6,7 +6,7 @@ import { eventually } from '../../helpers/wait.js';
 import { CONSUME_PATIENCE_MS, deregisterAgent, FlowRouter, Holder, registerAgent, waitForFlow } from './concurrency-harness.js';
 import { agentId, messageIdOf, startInstance, TestAgent } from './harness.js';
 
-// Per-target concurrency cap with server-side queueing (SPEC R-D7): an agent never holds more
+// Per-target concurrency cap with server-side queueing (R-D7): an agent never holds more
 // than its max_concurrency un-acked deliveries, across dispatcher instances; the rest wait in
 // Redis and flow, in order, as acks free slots; a reconnect replays only what is in flight; a
 // raised max_concurrency applies at the next promotion; a waiting message whose time runs out

@@ -6,7 +6,7 @@ import { stack, tokenSecret } from '../../helpers/env.js';
 import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
 import { agentId, agentToken, startInstance, TestAgent, type Instance } from './harness.js';
 
-// The connection half of DESIGN §4 against the running dispatcher (and one extra instance with
+// The connection half of docs/design.md §4 against the running dispatcher (and one extra instance with
 // small limits): hello/welcome with either way of authenticating, 4003 for every auth failure,
 // 4001 for the older of two connections, 4008 for silence, 4013 for an oversized frame,
 // ping/pong, and presence on reach.presence.v1.

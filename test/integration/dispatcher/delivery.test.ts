@@ -4,7 +4,7 @@ import { ulid } from 'ulid';
 import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { agentId, agentToken, messageIdOf, Router, TestAgent, type Frame } from './harness.js';
 
-// Deliveries over the running dispatcher (DESIGN §4, SPEC R-C6, R-C7, R-C9): a RoutedDelivery
+// Deliveries over the running dispatcher (docs/design.md §4, R-C6, R-C7, R-C9): a RoutedDelivery
 // produced to reach.routed.v1 reaches the agent's socket as a `deliver` frame; ack → DELIVERED,
 // reject → REJECTED 3003, result → a DELIVERED event with the result and a correlated
 // task_result on reach.ingress.v1; a reconnect with last_seq replays what is un-acked, in

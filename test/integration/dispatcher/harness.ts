@@ -17,7 +17,7 @@ import { testEnvelope } from '../../helpers/envelope.js';
  * router would, and extra dispatcher instances started next to the stack's own.
  */
 
-/** An agent token like the registry issues (SPEC R-C2). */
+/** An agent token like the registry issues (R-C2). */
 export function agentToken(agentId: string, opts: { ttlS?: number; secret?: string } = {}): string {
   const now = Math.floor(Date.now() / 1000);
   return signToken({ sub: agentId, jti: `tok_${ulid()}`, iat: now, exp: now + (opts.ttlS ?? 3600), dom: 'default' }, opts.secret ?? tokenSecret());

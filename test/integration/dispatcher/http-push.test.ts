@@ -5,7 +5,7 @@ import type { Producer } from 'kafkajs';
 import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { agentId, messageIdOf, Router, TestAgent } from './harness.js';
 
-// HTTP push (SPEC R-C8): an agent whose registry record has an `http` endpoint and that holds
+// HTTP push (R-C8): an agent whose registry record has an `http` endpoint and that holds
 // no WebSocket gets the deliver frame POSTed to it. 2xx = ack (a `{result}` body is a result),
 // 4xx = reject, 5xx = failure (the delivery stays buffered and DELIVERING). The agent records
 // are written to reach.agents.v1 here the way the registry would (OFFLINE and without
@@ -32,6 +32,8 @@ const answers: Record<string, { status: number; body?: unknown }> = {
   reject: { status: 422, body: { error: { code: 'NOPE', message: 'cannot do that' } } },
   fail: { status: 503, body: { error: 'down' } },
   result: { status: 200, body: { result: { status: 'ok', payload: { sum: 3 } } } },
+  lone: { status: 200, body: { result: { status: 'ok', payload: { t: '\ud83d' } } } },
+  big: { status: 200, body: { result: { status: 'ok', payload_b64: Buffer.alloc(256 * 1024 + 1).toString('base64') } } },
 };
 
 async function registerHttpAgent(id: string): Promise<void> {
@@ -157,6 +159,21 @@ describe('dispatcher: HTTP push', () => {
     const reply = await ingress.waitFor((r) => r.value?.correlation_id === env.message_id);
     expect(reply.value).toMatchObject({ message_type: 'task_result', target_agent_id: requester, producer: id, trace_id: env.trace_id });
     expect(reply.headers['reach-token']).toMatch(/^rt1\./);
+  });
+
+  it('a {result} the pipeline cannot carry is refused like over a WebSocket: REJECTED 3003, the agent code 4101 / 4102', async () => {
+    const id = agentId('it.http');
+    await registerHttpAgent(id);
+    await untilPushed(id);
+    for (const [mode, code] of [
+      ['lone', 4101],
+      ['big', 4102],
+    ] as const) {
+      const env = await route(id, mode);
+      const rejected = await status.waitFor((r) => r.value?.message_id === env.message_id && r.value?.state === 'REJECTED');
+      expect(rejected.value, mode).toMatchObject({ code: 3003, agent_id: id });
+      expect(JSON.parse(rejected.value!.detail_json as string), mode).toMatchObject({ agent_code: code, retryable: false });
+    }
   });
 
   it('5xx → stays DELIVERING and buffered: the agent gets it when it connects over WebSocket', async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
 import { seededRandom, silentLogger } from '@reach/core';
-import { createRedis, type Redis } from '@reach/store';
+import { createRedis, ENDED_MESSAGES, type Redis } from '@reach/store';
 import { stack } from '../../helpers/env.js';
 import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { LANES, LaneModel, type LaneIndex, type PerLane } from '../../../services/dispatcher/dist/lanes.js';
@@ -9,7 +9,7 @@ import { ReplayBuffer, keys } from '../../../services/dispatcher/dist/replay-buf
 import { CONSUME_PATIENCE_MS, deregisterAgent, flowOf, FlowRouter, Holder, registerAgent, waitForFlow } from './concurrency-harness.js';
 import { agentId, messageIdOf, TestAgent } from './harness.js';
 
-// Priority lanes (SPEC R-D9). First the promotion script itself, run by real Redis, against the
+// Priority lanes (R-D9). First the promotion script itself, run by real Redis, against the
 // TS reference (lanes.ts) on random sequences of arrivals, repeated arrivals (a routed record
 // consumed again), acks and wait expiries; then the running dispatcher: one busy slot, a backlog
 // of HIGH, NORMAL and LOW, and the order in which they are released — HIGH dominates, LOW
@@ -206,6 +206,42 @@ describe('priority lanes: the promotion script against the reference', () => {
       for (const order of orders.slice(0, LATE)) expect(await buffer.takeWaiting(agent, 1, order, now + 600)).toBeDefined();
     } finally {
       await forget(agent, LATE + 3);
+    }
+  });
+});
+
+describe('priority lanes: a waiting entry whose message ended (A2A CancelTask, issue #29)', () => {
+  it('is dropped, never promoted: the freed slot goes to the next entry, and the wait-deadline sweep finds nothing of it', async () => {
+    const agent = agentId('it.lanes.ended');
+    const buffer = new ReplayBuffer(redis, 1800, { limitOf: () => 1, weights: [60, 30, 10] });
+    const now = Date.now();
+    try {
+      const first = await buffer.appendMany([item(agent, 0, 1, now)], now);
+      const seq = (first.results[0] as { seq: number }).seq;
+      // Items 1 and 2 wait behind the one slot; item 1 is canceled while it waits (the mark
+      // CancelTask sets in one step with the acks), then a HIGH item 3 arrives.
+      const waiting = await buffer.appendMany([item(agent, 1, 1, now), item(agent, 2, 1, now)], now);
+      expect(waiting.results.map((r) => r.kind)).toEqual(['waiting', 'waiting']);
+      await redis.zadd(ENDED_MESSAGES, now, midOf(1));
+
+      // The in-flight one is answered: the slot goes to item 2; item 1 leaves its lane unsent.
+      const taken = await buffer.take(agent, seq, midOf(0), false, false, now);
+      expect(taken.kind).toBe('taken');
+      expect(taken.kind === 'taken' ? taken.promotions.map((p) => itemOf(p.entry)) : []).toEqual([2]);
+      expect(await buffer.flowState(agent)).toEqual({ inFlight: 1, waiting: [0, 0, 0] });
+      const order = (waiting.results[0] as { order: number }).order;
+      expect(await buffer.takeWaiting(agent, 1, order, now)).toBeUndefined();
+
+      // The same through FILL (a raised max_concurrency promotes into the new slots).
+      const more = await buffer.appendMany([item(agent, 3, 0, now), item(agent, 4, 0, now)], now);
+      expect(more.results.map((r) => r.kind)).toEqual(['waiting', 'waiting']);
+      await redis.zadd(ENDED_MESSAGES, now, midOf(3));
+      const wide = new ReplayBuffer(redis, 1800, { limitOf: () => 3, weights: [60, 30, 10] });
+      expect((await wide.fill(agent, now)).map((p) => itemOf(p.entry))).toEqual([4]);
+      expect((await buffer.flowState(agent)).waiting).toEqual([0, 0, 0]);
+    } finally {
+      await redis.zrem(ENDED_MESSAGES, midOf(1), midOf(3));
+      await forget(agent, 5);
     }
   });
 });

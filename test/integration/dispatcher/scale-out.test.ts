@@ -4,7 +4,7 @@ import { urls } from '../../helpers/env.js';
 import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
 import { agentId, messageIdOf, Router, startInstance, TestAgent, type Instance } from './harness.js';
 
-// Scale-out (SPEC R-C10): two dispatcher instances share reach.routed.v1's partitions in the
+// Scale-out (R-C10): two dispatcher instances share reach.routed.v1's partitions in the
 // group reach-dispatcher. An agent receives every delivery meant for it whichever instance
 // consumed it and whichever instance holds its socket, and a reconnect to the other instance
 // gets the replay.

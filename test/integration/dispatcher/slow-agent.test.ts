@@ -5,7 +5,7 @@ import type { Producer } from 'kafkajs';
 import { plainKafka, registryClient } from '../../helpers/kafka.js';
 import { agentId, agentToken, messageIdOf, Router, startInstance, TestAgent, type Frame, type Instance } from './harness.js';
 
-// SPEC R-C5: an agent that stops reading is closed as slow once more than half of
+// R-C5: an agent that stops reading is closed as slow once more than half of
 // REACH_WS_MAX_BUFFERED_BYTES (64 KiB on this instance) has waited unread for
 // REACH_WS_SLOW_AFTER_MS, nothing meant for it is lost (its next connection gets everything
 // replayed), and a replay or a live burst far larger than that limit reaches an agent that

@@ -6,7 +6,7 @@ import { IdempotencyStore, idempotencyRedisKey } from '../../../services/ingress
 import { PgClaims } from '../../../services/ingress/dist/pg-claims.js';
 import { stack, uniq } from '../../helpers/env.js';
 
-// The idempotency store of ingress (SPEC R-D5) on the real Redis and PostgreSQL, and on
+// The idempotency store of ingress (R-D5) on the real Redis and PostgreSQL, and on
 // endpoints where nothing listens (a dependency that is down), never on mocks.
 let redis: Redis;
 let pg: Pool;

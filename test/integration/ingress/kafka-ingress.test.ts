@@ -5,7 +5,7 @@ import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/k
 import { adminToken, uniq } from '../../helpers/env.js';
 import { mintToken, registerProducer, type ProducerAgent } from './producer-agent.js';
 
-// The Kafka ingress contract (DESIGN §2) end to end through the real broker, the schema
+// The Kafka ingress contract (docs/design.md §2) end to end through the real broker, the schema
 // registry and the running ingress service: a registered agent writes a framed
 // reach.v1.Envelope to reach.ingress.v1 with its token in the `reach-token` header; ingress
 // checks the token and the producer, validates the envelope and forwards it to

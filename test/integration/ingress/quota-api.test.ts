@@ -4,7 +4,7 @@ import { stack, uniq } from '../../helpers/env.js';
 import { call, resetQuota } from './quota-helpers.js';
 import { registerProducer, type ProducerAgent } from './producer-agent.js';
 
-// The quota admin API on the running ingress (DESIGN §3, SPEC R-D7): PUT/GET/DELETE
+// The quota admin API on the running ingress (docs/design.md §3, R-D7): PUT/GET/DELETE
 // /v1/quotas/{agent_id} and GET /v1/quotas, admin token only, overrides kept in PostgreSQL.
 let agent: ProducerAgent;
 let pg: Pool;

@@ -5,7 +5,7 @@ import { bucketKey, QuotaBuckets } from '../../../services/ingress/dist/quota-bu
 import { countingCalls } from '../../helpers/counting.js';
 import { stack, uniq } from '../../helpers/env.js';
 
-// The shared token buckets of ingress (SPEC R-D7) on the real Redis: one Lua script per
+// The shared token buckets of ingress (R-D7) on the real Redis: one Lua script per
 // decision, so clients racing on one producer never over-admit; and the per-instance fallback
 // when Redis is unavailable (a client on a port where nothing listens, or disconnected).
 const fast = { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeoutMs: 300 } as const;

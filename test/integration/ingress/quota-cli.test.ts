@@ -3,7 +3,7 @@ import { reachCli } from '../../helpers/cli.js';
 import { uniq } from '../../helpers/env.js';
 import { call, resetQuota } from './quota-helpers.js';
 
-// `reach quota set|get|list|reset` (DESIGN §5) as an operator runs it: the built CLI as a child
+// `reach quota set|get|list|reset` (docs/design.md §5) as an operator runs it: the built CLI as a child
 // process against the running ingress, with the admin token `reach up` generated.
 const touched: string[] = [];
 

@@ -38,7 +38,7 @@ export async function resetQuota(agentId: string): Promise<void> {
   await call('DELETE', `/v1/quotas/${encodeURIComponent(agentId)}`).catch(() => undefined);
 }
 
-/** A message nobody serves that the router parks (it has an expire_at, SPEC R-B10). */
+/** A message nobody serves that the router parks (it has an expire_at, R-B10). */
 export function parkedMessage(capability: string, n = 0): Json {
   return { capability, expire_at: new Date(Date.now() + 10 * 60_000).toISOString(), payload: { n } };
 }

@@ -5,7 +5,7 @@ import { eventually } from '../../helpers/wait.js';
 import { call, parkedMessage, resetQuota, setQuota, type Json } from './quota-helpers.js';
 import { registerProducer } from './producer-agent.js';
 
-// Quotas across ingress instances (SPEC R-D7: "shared by all ingress instances", "changeable at
+// Quotas across ingress instances (R-D7: "shared by all ingress instances", "changeable at
 // runtime"): a second ingress process started by the test next to the stack's own. An override
 // set through one instance applies on the other without a restart and survives a restart (it is
 // in PostgreSQL); two instances hammered at once for one producer admit no more than one shared

@@ -9,7 +9,7 @@ import { eventually } from '../../helpers/wait.js';
 import { call, parkedMessage, resetQuota, setQuota, type Json } from './quota-helpers.js';
 import { registerProducer, type ProducerAgent } from './producer-agent.js';
 
-// Over quota (SPEC R-D7) on every ingress path of the running stack: HTTP answers 429 with
+// Over quota (R-D7) on every ingress path of the running stack: HTTP answers 429 with
 // Retry-After and 4129, and writes nothing else (issue #13: no dead letter, no status row, only
 // the reach_ingress_http_refusals_total counter); the Kafka path (and WebSocket `send` frames, which the dispatcher forwards
 // to it) dead-letters the record with reason RATE_LIMITED, marks it REJECTED 4129 and sends the

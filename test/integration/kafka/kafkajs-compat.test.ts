@@ -18,7 +18,7 @@ import { ensureTopics, waitForLeaders, type TopicSpec } from '@reach/kafka';
 import { stack, uniq } from '../../helpers/env.js';
 
 /**
- * kafkajs 2.2.4 against the real Apache Kafka 4.x broker of the local stack (DESIGN §7): every
+ * kafkajs 2.2.4 against the real Apache Kafka 4.x broker of the local stack (docs/design.md §7): every
  * admin, producer and consumer-group API the services use, on plain kafkajs, so a broker upgrade
  * that drops a protocol version kafkajs needs fails here first. Each test uses its own topics
  * and groups (random names) and deletes them afterwards.

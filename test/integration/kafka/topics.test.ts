@@ -3,7 +3,7 @@ import { ConfigResourceTypes, type Admin } from 'kafkajs';
 import { TOPICS, type TopicSpec } from '@reach/kafka';
 import { plainKafka } from '../../helpers/kafka.js';
 
-// The deploy step of the running stack created every topic of DESIGN §1 as code: the right
+// The deploy step of the running stack created every topic of docs/design.md §9 as code: the right
 // cleanup policy and retention, and the configured partition count.
 let admin: Admin;
 

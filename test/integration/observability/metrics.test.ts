@@ -4,7 +4,7 @@ import { adminToken, urls } from '../../helpers/env.js';
 import { scrape, total, type Scrape } from '../../helpers/metrics.js';
 import { eventually } from '../../helpers/wait.js';
 
-// SPEC R-F2 against the running stack: every service's /metrics follows
+// R-F2 against the running stack: every service's /metrics follows
 // reach_<service>_<what>_<unit> with bounded labels, and the numbers operators watch move when
 // real traffic flows (deliveries, a retry, a refusal, a parked message). Other suites run at the
 // same time, so the checks are lower bounds on how much each series grew.
@@ -28,7 +28,7 @@ const ID_VALUE = /^(msg|dlq|tok|alr|lease)_[0-9A-Za-z]{10,}$/;
 /** Labels of every series of one metric stay few even after the whole test suite. */
 const MAX_SERIES_PER_METRIC = 300;
 
-describe('metrics (SPEC R-F2)', () => {
+describe('metrics (R-F2)', () => {
   it('every service exports reach_<service>_<what>_<unit> names with bounded labels', async () => {
     const all = await scrapeAll();
     for (const [service, s] of Object.entries(all) as Array<[Service, Scrape]>) {

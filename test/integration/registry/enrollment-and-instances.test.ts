@@ -8,7 +8,7 @@ import { plainKafka, TopicTap } from '../../helpers/kafka.js';
 import { call, capWord, eventually, getAgent, register, sleep, tokenSecret } from './helpers.js';
 
 // A second registry instance next to the stack's, sharing its Redis and Kafka: with an
-// enrollment token configured (DESIGN §3), and as a second sweeper racing the first for
+// enrollment token configured (docs/design.md §3), and as a second sweeper racing the first for
 // expired leases (each expiry must be handled exactly once). Also: no token secret, no start.
 interface Instance {
   child: ChildProcess;

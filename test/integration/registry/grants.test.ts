@@ -10,7 +10,7 @@ import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
 import { eventually } from '../../helpers/wait.js';
 import { call, register } from './helpers.js';
 
-// Security domains (SPEC R-A8, DESIGN §3): cross-domain grants through the registry's admin
+// Security domains (R-A8, docs/design.md §3): cross-domain grants through the registry's admin
 // API, stored in PostgreSQL (the source of truth) and published on the compacted
 // reach.grants.v1 (key grant_id, tombstone = revoked) that routers follow; a registry that
 // starts makes the topic equal PostgreSQL again. Every agent record carries its domain.
@@ -195,7 +195,7 @@ describe('a registry that starts reconciles reach.grants.v1 with PostgreSQL', ()
   }, 90_000);
 });
 
-describe('every agent has a domain (SPEC R-A8)', () => {
+describe('every agent has a domain (R-A8)', () => {
   it('is on the AgentRecord of reach.agents.v1: the declared metadata.domain, else "default"', async () => {
     const d = domain('agents');
     const inDomain = await register({ agent_id: uniq('it.domain'), agent_type: 'it.domain', capabilities: [], metadata: { domain: d } });

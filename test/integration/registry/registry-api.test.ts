@@ -5,7 +5,7 @@ import { adminToken, stack, uniq, urls } from '../../helpers/env.js';
 import { plainKafka, TopicTap, type Tapped } from '../../helpers/kafka.js';
 import { call, capWord, eventually, getAgent, listAgents, register, sleep, tokenSecret, type AgentJson } from './helpers.js';
 
-// The registry's agent API (DESIGN §3, SPEC R-A1…R-A6, R-A9) against the running stack: real
+// The registry's agent API (docs/design.md §3, R-A1…R-A6) against the running stack: real
 // HTTP on 7411, real Redis, every change checked on the real reach.agents.v1.
 type FeedRecord = Record<string, unknown> & { agent_id: string; status: string; revision: number; capabilities: Array<{ name: string }> };
 
@@ -223,7 +223,7 @@ describe('POST /v1/agents/{id}/heartbeat', () => {
   });
 });
 
-describe('leases (SPEC R-A4)', () => {
+describe('leases (R-A4)', () => {
   it('stays ONLINE while heartbeats come, and goes OFFLINE only after REACH_MISSED_HEARTBEATS missed ones', async () => {
     const reg = await register(descriptor({ ttl_s: 2 }), null);
     expect(reg.heartbeat_interval_ms).toBe(1000);
@@ -299,7 +299,7 @@ describe('DELETE /v1/agents/{id}', () => {
   });
 });
 
-describe('atomic re-registration (SPEC R-A3)', () => {
+describe('atomic re-registration (R-A3)', () => {
   it('many concurrent re-registrations with different capability sets leave exactly one consistent set, no stale index entry', async () => {
     const id = uniq('it.atomic');
     const w = capWord();

@@ -7,7 +7,7 @@ import { localStack, testClient, uniqueName, waitUntilRoutable } from '@reach/sd
 import { adminToken, tokenSecret, uniq, urls } from '../../helpers/env.js';
 import { eventually } from '../../helpers/wait.js';
 
-// SPEC R-C2: tokens expire and the SDK renews them without dropping its connection. A registry
+// R-C2: tokens expire and the SDK renews them without dropping its connection. A registry
 // of our own issues 6-second tokens (it shares the stack's Redis, PostgreSQL and Kafka, so the
 // router and the stack's dispatcher see its agents); an AgentNode lives through several
 // lifetimes of its token on one WebSocket, renewing it on that connection (refresh_token), and

@@ -10,7 +10,7 @@ import { eventually } from '../../helpers/wait.js';
 import { TestAgent, type Frame } from '../dispatcher/harness.js';
 import { call, register, type Registered } from './helpers.js';
 
-// SPEC R-C2 / issue 5 point 4: a revoked or expired agent token is refused on all three paths —
+// R-C2 / issue 5 point 4: a revoked or expired agent token is refused on all three paths —
 // HTTP (ingress 401, 1003), WebSocket (dispatcher 4003, also an already open connection) and
 // Kafka ingress (DLQ INVALID 1003, REJECTED status, receipt) — and by the registry itself; the
 // admin revokes every token of an agent (POST /v1/agents/{id}/tokens/revoke), one token

@@ -35,7 +35,7 @@ async function sendTo(victim: string, capability: string, n: number): Promise<st
   return ids;
 }
 
-describe('a dead agent socket (SPEC: traffic on the other agents within 3 s)', () => {
+describe('a dead agent socket (R-C12: traffic on the other agents within 3 s)', () => {
   it('fails its un-acked deliveries over to another candidate with 1002 once the grace passes, long before the ack deadline', async () => {
     const capability = cap('dead');
     const survivor = await startTestAgent({ handlers: { [capability]: async () => ({ ok: true }) } });

@@ -10,7 +10,7 @@ import { registerProducer, type ProducerAgent } from '../ingress/producer-agent.
 import { eventually } from '../../helpers/wait.js';
 import { testEnvelope } from '../../helpers/envelope.js';
 
-// Issue #4 point 7 (SPEC R-D5, R-D6, R-G2): a duplicate produce, a retried HTTP submit, a
+// Issue #4 point 7 (R-D5, R-D6, R-G2): a duplicate produce, a retried HTTP submit, a
 // redelivery after a missed ack — a handler using the SDK runs at most once per idempotency key
 // while the key is remembered (Redis, PostgreSQL when Redis lost it), and the sender gets the
 // first result. Real agents on real WebSockets, a plain kafkajs producer, plain HTTP.
@@ -124,7 +124,7 @@ async function produceInOrder(envs: Array<Record<string, unknown>>): Promise<voi
   await producer.send({ topic: 'reach.ingress.v1', acks: -1, messages });
 }
 
-describe('idempotency over Kafka ingress (SPEC R-D5, R-G2)', () => {
+describe('idempotency over Kafka ingress (R-D5, R-G2)', () => {
   it('the same envelope produced twice: routed twice, delivered and run once (the dispatcher absorbs the repeat)', async () => {
     const capability = cap('kafka_same');
     const { runs, handler } = counting();
@@ -177,7 +177,7 @@ describe('idempotency over Kafka ingress (SPEC R-D5, R-G2)', () => {
   });
 });
 
-describe('idempotency over HTTP (SPEC R-D5, R-C9)', () => {
+describe('idempotency over HTTP (R-D5, R-C9)', () => {
   it('a retried submit with the same Idempotency-Key gets the same message id and the first result, also once Redis forgot the key', async () => {
     const capability = cap('http');
     const { runs, handler } = counting(300);
@@ -208,7 +208,7 @@ describe('idempotency over HTTP (SPEC R-D5, R-C9)', () => {
   });
 });
 
-describe('redelivery after a missed ack, to the same SDK node (SPEC R-G2, R-D6)', () => {
+describe('redelivery after a missed ack, to the same SDK node (R-G2, R-D6)', () => {
   it('[dedupe-redelivery] the handler ran and returned but its answer was lost: the retry is answered from the earlier result, the handler is not run again', async () => {
     const capability = cap('lost_ack');
     const { runs, handler } = counting();

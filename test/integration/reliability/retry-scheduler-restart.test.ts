@@ -8,7 +8,7 @@ import { uniq, urls } from '../../helpers/env.js';
 import { testEnvelope } from '../../helpers/envelope.js';
 
 // Issue #4 point 2: a backoff delay survives a restart of the real retry-scheduler service.
-// delay-stage.test.ts proves the mechanism (paused partition + committed offset) on a private
+// delay-stage.test.ts proves the mechanism (a record is committed only once handled) on a private
 // topic; this restarts the running service itself (`reach restart retry-scheduler`) while a
 // RetryRequest is parked on reach.retry.v1, and checks it is re-published once, not before it
 // is due, and no later than due + its jitter allowance + the time the restart took.

@@ -58,7 +58,7 @@ async function deadLetter(messageId: string, since: number): Promise<Record<stri
   return body.entries.find((e) => e.message_id === messageId);
 }
 
-describe('stuck-message sweeper (issue #4 point 4, SPEC R-D2)', () => {
+describe('stuck-message sweeper (issue #4 point 4, R-D2)', () => {
   for (const state of ['PENDING', 'DELIVERING'] as const) {
     it(`a message left ${state} past its budget is declared DEAD 3005 within one sweep, with a BUDGET_EXCEEDED dead letter`, async () => {
       const since = Date.now() - 1_000;

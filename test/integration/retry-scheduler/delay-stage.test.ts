@@ -5,7 +5,7 @@ import { stack, uniq } from '../../helpers/env.js';
 
 // The delay-queue mechanics of packages/kafka (used by the retry-scheduler) on a private topic
 // of the real broker: a parked record survives the stage being stopped and started again (the
-// wait lives on Kafka: paused partition + committed offset), is handled once due and not
+// wait lives on Kafka: its offset is committed only once it is handled), is handled once due and not
 // before, and a poison record goes to onPoison without blocking the partition.
 interface Item {
   id: string;

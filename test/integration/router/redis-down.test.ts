@@ -7,7 +7,7 @@ import { RedisStickyStore } from '../../../services/router/src/redis-sticky.js';
 import { stack, uniq } from '../../helpers/env.js';
 import { envelopeOf } from '../../helpers/envelope.js';
 
-// SPEC R-D12 / R-B6: with Redis away, routing of a session goes on (hashed over the candidates)
+// R-D12 / R-B6: with Redis away, routing of a session goes on (hashed over the candidates)
 // and fails fast instead of waiting for Redis. Two real failure modes: nothing listens on the
 // port (connection refused), and a server that accepts the connection but never answers.
 const hints: RouteHints = { attempt: 0, excludeAgents: [], preferredAgent: undefined, rejectOnSaturation: false, capabilityTags: [] };

@@ -74,7 +74,7 @@ describe('router', () => {
     const rate = { id: uniq('it.rate'), capabilities: [{ name: capability }], maxConcurrency: 100, currentLoad: 10 };
     const half = { id: uniq('it.half'), capabilities: [{ name: capability }], maxConcurrency: 4, currentLoad: 2 };
     const busy = { id: uniq('it.busy'), capabilities: [{ name: capability }], maxConcurrency: 10, currentLoad: 7 };
-    // Offers a similar name only: never a candidate (SPEC R-B1).
+    // Offers a similar name only: never a candidate (R-B1).
     const similar = { id: uniq('it.similar'), capabilities: [{ name: `${capability}_items` }] };
     await register(rate, half, busy, similar);
 
@@ -95,7 +95,7 @@ describe('router', () => {
     expect((first.value!.deadline_at as number) - (first.value!.routed_at as number)).toBe(10_000);
     expect(envOf(first)?.capability).toBe(capability);
 
-    // The ROUTED status records the decision (SPEC R-B12).
+    // The ROUTED status records the decision (R-B12).
     const st = await status.waitFor(statusFor(ids[0]!, 'ROUTED'));
     expect(st.value).toMatchObject({ service: 'router', attempt: 0, agent_id: routedFor(ids[0]!)[0]!.value!.agent_id });
     const detail = detailOf(st);
@@ -191,6 +191,10 @@ describe('router', () => {
     const detail = detailOf(parent);
     expect(detail).toMatchObject({ strategy: 'broadcast', copies_total: 3 });
     expect((detail.copies as Rec[]).map((c) => c.message_id).sort()).toEqual([...copyIds].sort());
+    // The parent's part ends with the fan-out: DELIVERED, no agent; each copy answers on its own id.
+    const done = await status.waitFor(statusFor(env.message_id as string, 'DELIVERED'));
+    expect(done.value).toMatchObject({ service: 'router', agent_id: null, code: null });
+    expect(detailOf(done)).toMatchObject({ fanned_out: { copies_total: 3 } });
   });
 
   it('rejects a message with no route and no expire_at at once (2001) with a receipt', async () => {

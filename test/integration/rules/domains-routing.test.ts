@@ -3,7 +3,7 @@ import { startTestAgent, stopTestAgents, uniqueName } from '@reach/sdk/testing';
 import { adminToken, urls } from '../../helpers/env.js';
 import { eventually } from '../../helpers/wait.js';
 
-// Security domains in routing (SPEC R-A8): a message crosses from its producer's domain into
+// Security domains in routing (R-A8): a message crosses from its producer's domain into
 // an agent's domain only under a grant from the registry (PUT /v1/grants → reach.grants.v1 →
 // every router's view). Real registry, router, dispatcher and SDK agents; unique domains.
 const admin = { authorization: `Bearer ${adminToken()}`, 'content-type': 'application/json' };
@@ -119,6 +119,9 @@ describe('security domains in routing', () => {
     await startTestAgent({ descriptor: { metadata: { max_concurrency: 4, domain: back } }, handlers: { [cap]: async (m) => ({ echo: m.payload }) } });
     const requester = await startTestAgent({ descriptor: { metadata: { max_concurrency: 4, domain: front } } });
     await routerHasGrant(await putGrant({ from_domain: front, to_domain: back, capability: cap }), true);
+    // The requester's pre-flight view (its dispatcher's routes frames) follows the grant a moment
+    // after the routers: until then request() would fail fast with 2003 from the older view.
+    await eventually('the requester’s pre-flight view to allow it', () => requester.node.canReach(cap), 10_000);
     const answer = await requester.node.request(cap, { q: 1 }, { timeoutMs: 15_000 });
     expect(answer).toEqual({ echo: { q: 1 } });
   });

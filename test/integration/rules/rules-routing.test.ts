@@ -9,7 +9,7 @@ import { plainKafka, TopicTap } from '../../helpers/kafka.js';
 import { reachCli } from '../../helpers/cli.js';
 import { eventually } from '../../helpers/wait.js';
 
-// ReachRules against the running router (SPEC R-B11, R-B12): the test edits the router's live
+// ReachRules against the running router (R-B11, R-B12): the test edits the router's live
 // rules file (REACH_RULES_FILE, `.reach/rules.yaml` under `reach up`), waits for the hot reload,
 // and routes real messages to real SDK agents. Every rule matches only this file's unique
 // message types, so other suites running at the same time are not affected.
@@ -109,6 +109,9 @@ describe('ReachRules in the router', () => {
     expect(new Set(copies.map((c) => c.message_id)).size).toBe(3);
     expect(copies.every((c) => c.headers['reach-fanout-parent'] === m.message_id)).toBe(true);
     expect(await routedDetail(m.message_id)).toMatchObject({ rule: `all_${type}`, strategy: 'broadcast', copies_total: 3 });
+    // The broadcast message itself ends once fanned out; each copy ends on its own id.
+    await reaches(m.message_id, 'DELIVERED');
+    for (const c of copies) await reaches(c.message_id, 'DELIVERED');
   });
 
   it('dispatch sticky keeps every message with the same sticky_by value on one agent', async () => {

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startTestAgent, stopTestAgents, testClient, uniqueName } from '@reach/sdk/testing';
+import { localStack, startTestAgent, stopTestAgents, testClient, uniqueName } from '@reach/sdk/testing';
 
 // examples/echo-agent.ts, built by the workspace build (examples/dist), run as its own process
 // the way a user runs it: it registers, serves requests, and on SIGTERM finishes and deregisters.
@@ -43,7 +43,16 @@ describe('examples/echo-agent', () => {
 
   it('serves requests and deregisters on SIGTERM', async () => {
     const capability = `echo_${uniqueName('ex').replace(/[^a-z0-9]/g, '')}`;
-    child = spawn(process.execPath, [SCRIPT], { env: { ...process.env, ECHO_CAPABILITY: capability }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // The stack the tests use (REACH_*_PORT), not the SDK's defaults: a second stack's test must not register on the first.
+    const stack = localStack();
+    const env = {
+      ...process.env,
+      ECHO_CAPABILITY: capability,
+      AGENT_REACH_REGISTRY_URL: stack.registryUrl,
+      AGENT_REACH_DISPATCHER_URL: stack.dispatcherUrl,
+      AGENT_REACH_INGRESS_URL: stack.ingressUrl,
+    };
+    child = spawn(process.execPath, [SCRIPT], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const line = await firstLine(child, 20_000);
     const agentId = /^echo agent (\S+) serves /.exec(line)?.[1];
     expect(agentId).toBeTruthy();

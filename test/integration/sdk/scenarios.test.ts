@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import type { HandlerContext, ReachMessage } from '@reach/sdk';
+import { AgentReplacedError, type HandlerContext, type ReachMessage } from '@reach/sdk';
 import { localStack, startTestAgent, stopTestAgents, testClient, uniqueName, waitUntilRoutable } from '@reach/sdk/testing';
 import { adminToken } from '../../helpers/env.js';
 import { eventually } from '../../helpers/wait.js';
@@ -137,23 +137,73 @@ describe('SDK scenarios on the real stack', () => {
     expect(proxy.accepted).toBe(2);
   });
 
-  it('[duplicate-4001] a second connection of the same agent closes the node’s connection with 4001', async () => {
+  it('[duplicate-4001] a second connection of the same agent takes over: 4001, and the node stops without reconnecting or deregistering', async () => {
     const capability = cap('hold');
     const agent = await startTestAgent({ handlers: { [capability]: async () => 'node' } });
     const disconnects: number[] = [];
     agent.node.on('disconnected', (d) => disconnects.push(d.code));
+    const replaced: string[] = [];
+    agent.node.on('replaced', (r) => replaced.push(r.agent_id));
     const second = new WebSocket(localStack().dispatcherUrl);
     try {
       await once(second, 'open');
       const welcome = once(second, 'message');
       second.send(JSON.stringify({ type: 'hello', agent_id: agent.agentId, token: agent.node.token, last_seq: 0 }));
       expect(JSON.parse(String((await welcome)[0]))).toMatchObject({ type: 'welcome' });
-      await eventually('the node’s connection closed', () => disconnects.length > 0);
+      await eventually('the node stopped', () => agent.node.status === 'stopped');
       expect(disconnects).toEqual([4001]);
-      // Unlike the Python SDK, which stops, this SDK reconnects after 4001 (docs/sdk-scenarios.md).
+      expect(replaced).toEqual([agent.agentId]);
+      expect(agent.node.replaced).toBe(true);
+      await expect(agent.node.run()).rejects.toMatchObject({ name: 'AgentReplacedError', codeName: 'CONNECTION_CLOSED', agentId: agent.agentId });
+      await expect(agent.node.run()).rejects.toBeInstanceOf(AgentReplacedError);
+
+      // The agent is the second connection's now (the node did not deregister it): its
+      // deliveries go there, and that connection stays open.
+      const sent = await client.submit({ capability, payload: { to: 'second' } });
+      const frame = await new Promise<{ type: string; seq: number; message: { message_id: string } }>((resolve) =>
+        second.on('message', (data) => {
+          const f = JSON.parse(String(data)) as { type: string; seq: number; message: { message_id: string } };
+          if (f.type === 'deliver') resolve(f);
+        }),
+      );
+      expect(frame.message.message_id).toBe(sent.message_id);
+      second.send(JSON.stringify({ type: 'ack', seq: frame.seq, message_id: sent.message_id }));
+      await reaches(sent.message_id, 'DELIVERED');
+      expect(second.readyState).toBe(WebSocket.OPEN);
+      expect(agent.received).toEqual([]);
+      expect(disconnects).toEqual([4001]);
     } finally {
       second.terminate();
+      await fetch(`${localStack().registryUrl}/v1/agents/${agent.agentId}`, { method: 'DELETE', headers: { authorization: `Bearer ${adminToken()}` } });
     }
+  });
+
+  it('[duplicate-4001] two nodes with one agent id: the newer wins, the older stops with AgentReplacedError, and they do not take turns', async () => {
+    const capability = cap('twin');
+    const agentId = uniqueName('twin');
+    const first = await startTestAgent({ descriptor: { agent_id: agentId }, handlers: { [capability]: async () => 'first' } });
+    // How run() ends, caught at once: it rejects while the second node starts.
+    const firstRun = first.node.run().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const second = await startTestAgent({ descriptor: { agent_id: agentId }, handlers: { [capability]: async () => 'second' } });
+    const secondDisconnects: number[] = [];
+    second.node.on('disconnected', (d) => secondDisconnects.push(d.code));
+    const err = await firstRun;
+    expect(err).toBeInstanceOf(AgentReplacedError);
+    expect(String((err as Error).message)).toContain('taken over by a newer connection');
+    // Past the older node's first reconnect (1 s + up to 20 % jitter) it would have taken the
+    // agent back; it does not: the newer node serves every message and was never disconnected.
+    await new Promise((r) => setTimeout(r, 2_500));
+    for (let i = 0; i < 3; i++) {
+      const out = await client.submit({ capability, payload: { i } }, { waitMs: 10_000 });
+      expect(out.result).toMatchObject({ status: 'ok', payload: 'second' });
+    }
+    expect(first.node.status).toBe('stopped');
+    expect(first.received).toEqual([]);
+    expect(secondDisconnects).toEqual([]);
+    expect(second.node.connected).toBe(true);
   });
 
   it('[sigterm-drain] SIGTERM while a handler runs: it finishes, its answer goes out, the agent deregisters', async () => {

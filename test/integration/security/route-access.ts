@@ -74,6 +74,16 @@ const LISTING: Expect = { ...unauthenticated, otherDomain: 200, rightAgent: 200,
 /** The agent itself or the admin (heartbeat, deregistration); another agent's token is 401 1003. */
 const SELF: Expect = { ...unauthenticated, otherDomain: 401, rightAgent: 200, admin: 200 };
 
+/** A2A JSON-RPC: any token that authenticates gets a JSON-RPC answer (200); errors travel inside it. */
+const A2A_RPC: Expect = { ...unauthenticated, otherDomain: 200, rightAgent: 200, admin: 200 };
+const A2A_LIST = { jsonrpc: '2.0', id: 1, method: 'ListTasks', params: {} };
+/** An A2A message to the fixtures' capability (nobody serves it: it ends at once), one per caller and route. */
+const a2aMessage = (f: Fixtures, caller: Caller, what: string) => ({
+  message: { messageId: `matrix-${what}-${caller}-${f.messageId}`, role: 'ROLE_USER', parts: [{ text: 'matrix' }] },
+  metadata: { skill: f.capability },
+  configuration: { returnImmediately: true },
+});
+
 const HEARTBEAT = { current_load: 0, queue_length: 0, avg_latency_ms: 1, health: 1 };
 
 /** In walk order: a route that changes what later routes need comes after them. */
@@ -92,6 +102,77 @@ const SERVICE_ROUTES: RouteSpec[] = [
   { service: 'ingress', method: 'GET', path: '/v1/messages/{id}', expect: READ_SCOPED, request: (f) => ({ params: { id: f.messageId } }) },
   { service: 'ingress', method: 'GET', path: '/v1/messages/{id}/events', expect: READ_SCOPED, request: (f) => ({ params: { id: f.messageId } }) },
   { service: 'ingress', method: 'GET', path: '/v1/traces/{trace_id}', expect: READ_SCOPED, request: (f) => ({ params: { trace_id: f.traceId } }) },
+  // The A2A bridge (docs/a2a.md): public cards; JSON-RPC needs a token that authenticates (errors ride in a 200).
+  { service: 'ingress', method: 'GET', path: '/.well-known/agent-card.json', expect: PUBLIC },
+  {
+    service: 'ingress',
+    method: 'GET',
+    path: '/a2a/capabilities/{capability}/.well-known/agent-card.json',
+    // no live agent offers the fixtures' capability: the same 404 for every caller
+    expect: everyone(404),
+    request: (f) => ({ params: { capability: f.capability } }),
+  },
+  { service: 'ingress', method: 'POST', path: '/a2a/v1', expect: A2A_RPC, request: () => ({ body: A2A_LIST }) },
+  {
+    service: 'ingress',
+    method: 'POST',
+    path: '/a2a/capabilities/{capability}',
+    expect: A2A_RPC,
+    request: (f) => ({ params: { capability: f.capability }, body: A2A_LIST }),
+  },
+  // The HTTP+JSON binding, whole-system and per capability: the same classes as its JSON-RPC
+  // twin, except that a task is read-scoped (another domain's agent is told it does not exist)
+  // and the fixture message, which ended REJECTED (nobody serves its capability), is not cancelable.
+  ...['/a2a/rest', '/a2a/capabilities/{capability}/rest'].flatMap((base): RouteSpec[] => [
+    {
+      service: 'ingress',
+      method: 'POST',
+      path: `${base}/message:send`,
+      expect: A2A_RPC,
+      request: (f, caller) => ({ params: { capability: f.capability }, body: a2aMessage(f, caller, 'send') }),
+    },
+    {
+      service: 'ingress',
+      method: 'POST',
+      path: `${base}/message:stream`,
+      expect: A2A_RPC,
+      request: (f, caller) => ({ params: { capability: f.capability }, body: a2aMessage(f, caller, 'stream') }),
+    },
+    { service: 'ingress', method: 'GET', path: `${base}/tasks`, expect: A2A_RPC, request: (f) => ({ params: { capability: f.capability } }) },
+    {
+      service: 'ingress',
+      method: 'GET',
+      path: `${base}/tasks/{id}`,
+      expect: READ_SCOPED,
+      request: (f) => ({ params: { capability: f.capability, id: f.messageId } }),
+    },
+    {
+      service: 'ingress',
+      method: 'POST',
+      path: `${base}/tasks/{idAndVerb}`,
+      expect: { ...unauthenticated, otherDomain: 404, rightAgent: 400, admin: 400 },
+      request: (f) => ({ params: { capability: f.capability, idAndVerb: `${f.messageId}:cancel` } }),
+    },
+    // Push notifications and the extended card are not offered (docs/a2a.md): 400 FAILED_PRECONDITION
+    // to every caller whose token authenticates, after the same credential check.
+    ...(
+      [
+        ['POST', `${base}/tasks/{id}/pushNotificationConfigs`],
+        ['GET', `${base}/tasks/{id}/pushNotificationConfigs`],
+        ['GET', `${base}/tasks/{id}/pushNotificationConfigs/{configId}`],
+        ['DELETE', `${base}/tasks/{id}/pushNotificationConfigs/{configId}`],
+        ['GET', `${base}/extendedAgentCard`],
+      ] as const
+    ).map(
+      ([method, path]): RouteSpec => ({
+        service: 'ingress',
+        method,
+        path,
+        expect: { ...unauthenticated, otherDomain: 400, rightAgent: 400, admin: 400 },
+        request: (f) => ({ params: { capability: f.capability, id: f.messageId, configId: 'matrix' }, ...(method === 'POST' ? { body: {} } : {}) }),
+      }),
+    ),
+  ]),
   { service: 'ingress', method: 'GET', path: '/v1/quotas', expect: adminKit(200) },
   { service: 'ingress', method: 'GET', path: '/v1/quotas/{agent_id}', expect: adminKit(200), request: (f) => ({ params: { agent_id: f.agentId } }) },
   {

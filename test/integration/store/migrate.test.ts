@@ -9,12 +9,18 @@ import {
   ensureDatabase,
   ensurePartitions,
   loadMigrations,
+  dropPartitionsBefore,
+  listPartitions,
   migrate,
+  PARTITIONED_TABLES,
   partitionName,
+  purgeInBatches,
+  TablePurger,
   quoteIdent,
   type Pool,
 } from '../../../packages/store/dist/index.js';
 import { stack, uniq } from '../../helpers/env.js';
+import { eventually } from '../../helpers/wait.js';
 
 // Each run works in throwaway databases on the real server, dropped at the end.
 function dbUrl(name: string): string {
@@ -27,6 +33,11 @@ const dbName = (): string => uniq('reach_test').replace(/-/g, '_');
 function monthStartUtc(offset: number): Date {
   const now = new Date();
   return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + offset, 1));
+}
+
+function dayStartUtc(offset: number): Date {
+  const now = new Date();
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + offset));
 }
 
 const created: string[] = [];
@@ -104,52 +115,47 @@ describe('migrate on a fresh database', () => {
     }
   });
 
-  it('has partitions for this month, the next two, and a default', async () => {
+  it('keeps only the DEFAULT partitions: the empty monthly ones of 001 are dropped (010)', async () => {
     for (const parent of ['messages', 'message_events'] as const) {
       const res = await db.query<{ child: string }>(
         `SELECT c.relname AS child FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
           WHERE i.inhparent = $1::regclass`,
         [parent],
       );
-      const children = res.rows.map((r) => r.child).sort();
-      const expected = [0, 1, 2].map((i) => partitionName(parent, monthStartUtc(i)));
-      expect(children).toEqual([...expected, `${parent}_default`].sort());
+      expect(res.rows.map((r) => r.child)).toEqual([`${parent}_default`]);
     }
   });
 
-  it('routes rows to the partition of their month, and unknown months to the default', async () => {
+  it('routes rows to the partition of their UTC day, and days not made yet to the default', async () => {
     const insert = (id: string, createdAt: Date) =>
       db.query(
         `INSERT INTO messages (message_id, created_at, message_type, producer, capability, trace_id)
          VALUES ($1, $2, 'task_request', 'agent-a', 'summarize', 'trace-1')`,
         [id, createdAt],
       );
-    const thisMonth = new Date(monthStartUtc(0).getTime() + 3_600_000);
-    // the very first instant of next month (UTC) belongs to next month, not this one
-    const nextMonth = monthStartUtc(1);
-    const farAhead = new Date(monthStartUtc(6).getTime() + 86_400_000);
-    await insert('msg_a', thisMonth);
-    await insert('msg_b', nextMonth);
-    await insert('msg_c', farAhead);
+    const today = dayStartUtc(0);
+    const farAhead = new Date(dayStartUtc(6).getTime() + 3_600_000);
+    await insert('msg_c', farAhead); // before any partition: DEFAULT
+    const made = await ensurePartitions(db);
+    expect(made.sort()).toEqual([0, 1, 2, 3].flatMap((i) => PARTITIONED_TABLES.map((t) => partitionName(t, dayStartUtc(i)))).sort());
+    expect(await ensurePartitions(db)).toEqual([]);
+    await insert('msg_a', new Date(today.getTime() + 1_000));
+    // the very first instant of tomorrow (UTC) belongs to tomorrow, not today
+    await insert('msg_b', dayStartUtc(1));
     await db.query(
       `INSERT INTO message_events (event_id, message_id, created_at, at, state, service)
        VALUES ('evt_1', 'msg_b', $1, now(), 'PENDING', 'ingress')`,
-      [nextMonth],
+      [dayStartUtc(1)],
     );
     const where = async (table: string, key: string, id: string) =>
       (await db.query<{ part: string }>(`SELECT tableoid::regclass::text AS part FROM ${table} WHERE ${key} = $1`, [id])).rows[0]?.part;
-    expect(await where('messages', 'message_id', 'msg_a')).toBe(partitionName('messages', thisMonth));
-    expect(await where('messages', 'message_id', 'msg_b')).toBe(partitionName('messages', nextMonth));
-    expect(await where('message_events', 'event_id', 'evt_1')).toBe(partitionName('message_events', nextMonth));
+    expect(await where('messages', 'message_id', 'msg_a')).toBe(partitionName('messages', today));
+    expect(await where('messages', 'message_id', 'msg_b')).toBe(partitionName('messages', dayStartUtc(1)));
+    expect(await where('message_events', 'event_id', 'evt_1')).toBe(partitionName('message_events', dayStartUtc(1)));
     expect(await where('messages', 'message_id', 'msg_c')).toBe('messages_default');
-
-    // creating the missing months moves the default partition's rows into them
-    const made = await ensurePartitions(db, 6);
-    expect(made.sort()).toEqual(
-      [3, 4, 5, 6].flatMap((i) => ['messages', 'message_events'].map((t) => partitionName(t as 'messages', monthStartUtc(i)))).sort(),
-    );
+    // making the far day moves the default partition's row into it
+    await ensurePartitions(db, { now: farAhead, ahead: 0 });
     expect(await where('messages', 'message_id', 'msg_c')).toBe(partitionName('messages', farAhead));
-    expect(await ensurePartitions(db, 6)).toEqual([]);
     const count = await db.query<{ n: string }>('SELECT count(*) AS n FROM messages');
     expect(Number(count.rows[0]?.n)).toBe(3);
   });
@@ -238,8 +244,102 @@ describe('concurrent migrate', () => {
     expect(results.filter((r) => r.length > 0)).toHaveLength(1);
     const rows = await runners[0]!.query<{ version: number }>('SELECT version FROM reach_schema_migrations');
     expect(rows.rowCount).toBe(all.length);
-    // ensurePartitions from every service at start, at once, is equally safe
-    const made = await Promise.all(runners.map((p) => ensurePartitions(p, 3)));
-    expect(made.flat().sort()).toEqual([partitionName('message_events', monthStartUtc(3)), partitionName('messages', monthStartUtc(3))].sort());
+    // ensurePartitions from several trackers at once is equally safe: each partition made once
+    const now = new Date();
+    const made = await Promise.all(runners.map((p) => ensurePartitions(p, { now })));
+    expect(made.flat().sort()).toEqual([0, 1, 2, 3].flatMap((i) => PARTITIONED_TABLES.map((t) => partitionName(t, dayStartUtc(i)))).sort());
+  });
+});
+
+describe('retention of the read model (issue 26)', () => {
+  it('drops whole partitions older than the cutoff and keeps the newer ones and their rows', async () => {
+    const name = dbName();
+    created.push(name);
+    await ensureDatabase(dbUrl(name), silentLogger);
+    const db = pool(name);
+    await migrate(db, silentLogger);
+    const step = 10;
+    const t0 = new Date(Math.floor(Date.now() / 10_000) * 10_000 - 60_000); // a 10 s boundary a minute ago
+    await ensurePartitions(db, { intervalS: step, now: t0, ahead: 5 });
+    expect((await listPartitions(db)).filter((p) => p.table === 'messages').map((p) => p.partition)).toEqual(
+      [0, 1, 2, 3, 4, 5].map((i) => partitionName('messages', new Date(t0.getTime() + i * 10_000), step)),
+    );
+    const insert = (id: string, at: number) =>
+      db.query(
+        `INSERT INTO messages (message_id, created_at, message_type, producer, capability, trace_id)
+         VALUES ($1, $2, 'task_request', 'agent-a', 'summarize', 'trace-1')`,
+        [id, new Date(at)],
+      );
+    await insert('msg_old', t0.getTime() + 1_000);
+    await insert('msg_edge', t0.getTime() + 19_999);
+    await insert('msg_new', t0.getTime() + 20_000);
+    await insert('msg_stray', t0.getTime() - 3_600_000); // no partition: DEFAULT
+    // every row of the first two partitions is older than t0 + 20 s
+    const { dropped, busy } = await dropPartitionsBefore(db, new Date(t0.getTime() + 25_000));
+    expect(busy).toEqual([]);
+    expect(dropped.sort()).toEqual([0, 1].flatMap((i) => PARTITIONED_TABLES.map((t) => partitionName(t, new Date(t0.getTime() + i * 10_000), step))).sort());
+    // the DEFAULT partition is emptied row-wise, in batches
+    expect(await purgeInBatches(db, { table: 'messages_default', where: 'created_at < $1', cutoff: new Date(t0.getTime() + 25_000), batch: 1 })).toBe(1);
+    const left = await db.query<{ message_id: string }>('SELECT message_id FROM messages ORDER BY message_id');
+    expect(left.rows.map((r) => r.message_id)).toEqual(['msg_new']);
+    expect(await dropPartitionsBefore(db, new Date(t0.getTime() + 25_000))).toEqual({ dropped: [], busy: [] });
+  });
+
+  it('keeps a monthly partition of 001 that holds rows, and makes daily ones only where it ends', async () => {
+    const name = dbName();
+    created.push(name);
+    await ensureDatabase(dbUrl(name), silentLogger);
+    const db = pool(name);
+    const dir = await mkdtemp(join(tmpdir(), 'reach-migrations-009-'));
+    try {
+      await cp(MIGRATIONS_DIR, dir, { recursive: true });
+      const all = await loadMigrations(dir);
+      for (const m of all.filter((m) => m.version >= 10)) await rm(join(dir, `${m.name}.sql`));
+      await migrate(db, silentLogger, { dir });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    const thisMonth = monthStartUtc(0);
+    await db.query(
+      `INSERT INTO messages (message_id, created_at, message_type, producer, capability, trace_id)
+       VALUES ('msg_kept', $1, 'task_request', 'agent-a', 'summarize', 'trace-1')`,
+      [new Date(thisMonth.getTime() + 1_000)],
+    );
+    await migrate(db, silentLogger);
+    const monthly = `messages_y${thisMonth.toISOString().slice(0, 4)}m${thisMonth.toISOString().slice(5, 7)}`;
+    const parts = await listPartitions(db);
+    expect(parts.map((p) => p.partition)).toEqual([monthly]);
+    // the last day of the month and the first of the next: only the latter gets a daily partition
+    // of messages (message_events' empty monthly partition was dropped, so it gets both)
+    const nextMonth = monthStartUtc(1);
+    const lastDay = new Date(nextMonth.getTime() - 3_600_000);
+    const made = await ensurePartitions(db, { now: lastDay, ahead: 1 });
+    expect(made.sort()).toEqual(
+      [partitionName('messages', nextMonth), partitionName('message_events', lastDay), partitionName('message_events', nextMonth)].sort(),
+    );
+    expect((await db.query('SELECT message_id FROM messages')).rows).toEqual([{ message_id: 'msg_kept' }]);
+  });
+});
+
+describe('TablePurger', () => {
+  // The CI server runs with autovacuum off: without a vacuum of its own, a table purged in
+  // batches kept every dead row (the soak's idempotency_keys: 70,000 live rows, 650,000 dead).
+  it('deletes old rows in batches and vacuums the table once a fifth of it was purged', async () => {
+    const name = dbName();
+    created.push(name);
+    await ensureDatabase(dbUrl(name), silentLogger);
+    const db = pool(name);
+    await db.query('CREATE TABLE purged (id int PRIMARY KEY, at timestamptz NOT NULL)');
+    await db.query('INSERT INTO purged SELECT i, now() - make_interval(mins => i) FROM generate_series(1, 5000) AS i');
+    await db.query('ANALYZE purged');
+    const vacuums = async () =>
+      Number((await db.query<{ n: string }>("SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE relname = 'purged'")).rows[0]?.n ?? 0);
+    const purger = new TablePurger(db, { table: 'purged', where: 'at < $1', batch: 100 });
+    // 500 rows (10 %) and then 1,000 more (over 20 % of the 4,500 left, and ≥ 1,000 since the last vacuum)
+    expect(await purger.purge(new Date(Date.now() - 4_500.5 * 60_000))).toBe(500);
+    expect(await vacuums()).toBe(0);
+    expect(await purger.purge(new Date(Date.now() - 3_500.5 * 60_000))).toBe(1_000);
+    await eventually('the vacuum counted', async () => ((await vacuums()) === 1 ? true : undefined), 5_000);
+    expect(Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM purged')).rows[0]!.n)).toBe(3_500);
   });
 });

@@ -12,7 +12,7 @@ import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../../h
 import { eventually } from '../../helpers/wait.js';
 import { spawnService } from '../../helpers/services.js';
 
-// Tracing end to end (SPEC R-F1) against the real stack: extra instances of ingress, router,
+// Tracing end to end (R-F1) against the real stack: extra instances of ingress, router,
 // dispatcher, retry-scheduler and dead-letter run with REACH_OTLP_ENDPOINT pointing at a receiver inside this
 // test (the stack's own services run with tracing off, the default). They join the stack's
 // consumer groups, so the test picks message ids and an agent id whose partitions these

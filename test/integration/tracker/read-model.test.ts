@@ -7,8 +7,8 @@ import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
 import { stack, uniq, urls } from '../../helpers/env.js';
 import { statusEventOf } from '../../helpers/envelope.js';
 
-// The tracker folds reach.status.v1 into PostgreSQL `messages` + `message_events` (DESIGN §1,
-// SPEC R-D1). These tests play the other stages: they produce StatusEvents themselves, out of
+// The tracker folds reach.status.v1 into PostgreSQL `messages` + `message_events` (docs/design.md §1,
+// R-D1). These tests play the other stages: they produce StatusEvents themselves, out of
 // order and twice, to the real topic, and read the tables the running tracker writes.
 const kafka = plainKafka();
 const registry = registryClient();
@@ -162,6 +162,38 @@ describe('tracker', () => {
     await emit(event(id, 'ROUTED', t + 11, { attempt: 1, agent_id: 'it.c2' }));
     await untilEvents(id, 6);
     expect((await rows(id))[0]).toMatchObject({ status: 'ROUTED', attempt: 1, agent_id: 'it.c2', code: null });
+  });
+
+  it('keeps a canceled message canceled (DEAD 3007, A2A CancelTask): a retry already under way does not bring it back; a DELIVERED written first stays', async () => {
+    const id = `msg_${ulid()}`;
+    const t = Date.now();
+    await emit(
+      event(id, 'PENDING', t),
+      event(id, 'DELIVERING', t + 2, { agent_id: 'it.c1' }),
+      // The cancel, at the attempt the read model showed …
+      event(id, 'DEAD', t + 5, { code: 3007, reason: 'canceled by it.producer (A2A CancelTask)', service: 'ingress' }),
+      // … then a retry that was scheduled just before it: the next attempt's PENDING and ROUTED.
+      event(id, 'PENDING', t + 4, { attempt: 1, code: 3002, reason: 'attempt 0 failed' }),
+      event(id, 'ROUTED', t + 6, { attempt: 1, agent_id: 'it.c2' }),
+    );
+    await untilEvents(id, 5);
+    expect((await rows(id))[0]).toMatchObject({ status: 'DEAD', attempt: 0, code: 3007 });
+
+    // A retry written first, then the cancel: the cancel still ends it.
+    const other = `msg_${ulid()}`;
+    await emit(event(other, 'PENDING', t), event(other, 'PENDING', t + 4, { attempt: 1, code: 3002 }), event(other, 'DEAD', t + 5, { code: 3007 }));
+    await untilEvents(other, 3);
+    expect((await rows(other))[0]).toMatchObject({ status: 'DEAD', attempt: 0, code: 3007 });
+
+    // The ack that won the race: its DELIVERED is ahead of the cancel on the partition, and stays.
+    const acked = `msg_${ulid()}`;
+    await emit(
+      event(acked, 'DELIVERING', t + 2, { agent_id: 'it.c1' }),
+      event(acked, 'DELIVERED', t + 3, { agent_id: 'it.c1', detail_json: JSON.stringify({ result: { status: 'ok', payload: 1 } }) }),
+      event(acked, 'DEAD', t + 5, { code: 3007 }),
+    );
+    await untilEvents(acked, 3);
+    expect((await rows(acked))[0]).toMatchObject({ status: 'DELIVERED', code: null });
   });
 
   it("stores a handler's result from a status event's detail, also after the terminal state", async () => {

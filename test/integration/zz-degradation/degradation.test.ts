@@ -13,7 +13,7 @@ import { eventually } from '../../helpers/wait.js';
 import { reachCli } from '../../helpers/cli.js';
 import { testEnvelope } from '../../helpers/envelope.js';
 
-// SPEC R-D12, proven by fault injection against the real local stack: PostgreSQL stopped for
+// R-D12, proven by fault injection against the real local stack: PostgreSQL stopped for
 // 30 s; Redis stalled for 30 s (CLIENT PAUSE ALL: connections stay up and every command waits,
 // the nastiest form of "unreachable" since no client sees an error; Redis here refuses DEBUG
 // SLEEP); the Kafka broker restarted; and a consumer kafkajs will not restart ending its process.
@@ -80,7 +80,7 @@ let producerAgent: ProducerAgent;
 let envelopeSchemaId: number;
 let statuses: TopicTap<StatusEvent>;
 
-/** A reach.v1.Envelope written to reach.ingress.v1 the way an outside agent does (DESIGN §2). */
+/** A reach.v1.Envelope written to reach.ingress.v1 the way an outside agent does (docs/design.md §2). */
 async function sendViaKafka(capability: string, n: number, idempotencyKey: string | null = null): Promise<string> {
   const messageId = `msg_${ulid()}`;
   const env = testEnvelope({
@@ -194,7 +194,7 @@ afterAll(async () => {
   await Promise.allSettled([producer?.disconnect(), statuses?.close()]);
 });
 
-describe('degradation under dependency outages (SPEC R-D12)', () => {
+describe('degradation under dependency outages (R-D12)', () => {
   it('PostgreSQL stopped for 30 s: messages are still delivered, and the tracker catches up with every final state and timeline', async () => {
     const capability = cap('pg');
     const agent = await startTestAgent({ handlers: { [capability]: async (m) => ({ echo: m.message_id }) } });

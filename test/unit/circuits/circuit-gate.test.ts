@@ -47,7 +47,7 @@ const circuit = (agentId: string, state: 'OPEN' | 'HALF_OPEN', openUntil = NOW +
 const a = agent('a', { currentLoad: 0 });
 const b = agent('b', { currentLoad: 5, health: 0.5 });
 
-describe('routing through the circuit map (SPEC R-B2, R-D8)', () => {
+describe('routing through the circuit map (R-B2, R-D8)', () => {
   it('routes as before and asks Redis nothing while every circuit is closed', async () => {
     const { cache, calls } = await cacheOf([]);
     const { decision, probes } = await routeWithCircuits(envelope(), hints, deps(indexOf(a, b)), cache, NOW);

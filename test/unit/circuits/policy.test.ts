@@ -38,7 +38,7 @@ class Machine {
   }
 }
 
-describe('circuit policy: opening (SPEC R-D8)', () => {
+describe('circuit policy: opening (R-D8)', () => {
   it('opens when the failure rate is above 50 % over the window with the minimum volume', () => {
     const m = new Machine().many(4, true, T0).many(5, false, T0 + 1000);
     expect(m.state(T0 + 1000)).toBe('CLOSED'); // 9 outcomes: below the volume of 10
@@ -124,7 +124,7 @@ describe('circuit policy: open, half-open, probe', () => {
   });
 });
 
-describe('auto-eject (SPEC R-D13)', () => {
+describe('auto-eject (R-D13)', () => {
   const p: CircuitPolicy = { ...DEFAULT_POLICY, ejectMinVolume: 20, ejectProbes: 3 };
 
   it('ejects an agent whose 5-minute success rate falls below the threshold, with failures too sparse to trip the breaker', () => {

@@ -118,5 +118,19 @@ describe('loadConfig', () => {
     for (const r of rows) expect(r.env).toMatch(/^REACH_[A-Z0-9_]+$/);
     expect(rows.find((r) => r.env === 'REACH_ADMIN_TOKEN')!.default).toBe('(unset)');
     expect(rows.find((r) => r.env === 'REACH_KAFKA_BROKERS')!.default).toBe('127.0.0.1:9092');
+    expect(rows.find((r) => r.env === 'REACH_RETENTION_MESSAGES')!.default).toBe('7d');
+    expect(rows.find((r) => r.env === 'REACH_RETENTION_AUDIT')!.default).toBe('400d');
+  });
+
+  it('reads durations in seconds, minutes, hours or days', () => {
+    const load = (v: string) => loadConfig(['retentionMessages'], { REACH_RETENTION_MESSAGES: v }).retentionMessages;
+    expect(loadConfig(['retentionMessages'], {}).retentionMessages).toBe(7 * 86400);
+    expect(load('30s')).toBe(30);
+    expect(load('45')).toBe(45);
+    expect(load('10m')).toBe(600);
+    expect(load('12h')).toBe(43200);
+    expect(load('7d')).toBe(604800);
+    expect(configError(() => load('7 days')).message).toContain('REACH_RETENTION_MESSAGES="7 days" is invalid: expected a duration');
+    expect(configError(() => loadConfig(['partitionInterval'], { REACH_PARTITION_INTERVAL: '1s' })).message).toContain('in [5s, 31d]');
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, NonRetryableError, ReachError, errorInfo, isKnownCode, toReachError } from '@reach/core';
 
-/** DESIGN §6, verbatim (public contract). */
+/** docs/design.md §6, verbatim (public contract). */
 const DESIGN_6: ReadonlyArray<[number, string]> = [
   [1001, 'CONNECT_TIMEOUT'],
   [1002, 'CONNECTION_CLOSED'],
@@ -25,9 +25,17 @@ const DESIGN_6: ReadonlyArray<[number, string]> = [
   [5002, 'DEPENDENCY_UNAVAILABLE'],
 ];
 
+/** Codes added to docs/design.md §6 compatibly, each documented in the README's error table and its docs/ page. */
+const ADDITIONS: ReadonlyArray<[number, string]> = [
+  // docs/a2a.md: the outcome of an A2A CancelTask (issue #29)
+  [3007, 'CANCELED'],
+];
+
 describe('error code table', () => {
-  it('matches DESIGN §6 exactly (same codes, names and order; nothing more, nothing less)', () => {
-    expect(ERROR_CODES.map((e) => [e.code, e.name])).toEqual(DESIGN_6);
+  it('holds docs/design.md §6 exactly, in order, plus only the documented additions', () => {
+    const design = new Set(DESIGN_6.map(([code]) => code));
+    expect(ERROR_CODES.filter((e) => design.has(e.code)).map((e) => [e.code, e.name])).toEqual(DESIGN_6);
+    expect(ERROR_CODES.filter((e) => !design.has(e.code)).map((e) => [e.code, e.name])).toEqual(ADDITIONS);
   });
 
   it('has unique codes and unique names', () => {
@@ -42,7 +50,7 @@ describe('error code table', () => {
       expect(e.description.length, e.name).toBeGreaterThan(10);
       expect(typeof e.retryable, e.name).toBe('boolean');
     }
-    // The statuses the public API promises (DESIGN §3).
+    // The statuses the public API promises (docs/design.md §3).
     expect(errorInfo('PAYLOAD_TOO_LARGE').httpStatus).toBe(413);
     expect(errorInfo('RATE_LIMITED').httpStatus).toBe(429);
     expect(errorInfo('INVALID_ENVELOPE').httpStatus).toBe(400);
@@ -62,7 +70,7 @@ describe('error code table', () => {
 });
 
 describe('ReachError', () => {
-  it('carries the table entry and serialises to the DESIGN §3 body {error:{code,name,message}}', () => {
+  it('carries the table entry and serialises to the docs/design.md §3 body {error:{code,name,message}}', () => {
     const err = new ReachError('NO_ROUTE', 'no live agent offers capability summarize');
     expect(err).toBeInstanceOf(Error);
     expect(err.name).toBe('ReachError');

@@ -215,10 +215,26 @@ describe('filters', () => {
 });
 
 describe('replay', () => {
-  it('a replay is one attempt past everything seen', () => {
+  it('a replay is the attempt after every attempt made: attempts counts them, the read model and history number them', () => {
+    // one attempt 0 made (issue #25: this was replayed as attempt 2)
+    expect(nextAttempt(1, 0)).toBe(1);
+    expect(nextAttempt(1, null)).toBe(1);
+    // parked before any delivery: the read model shows attempt 0
     expect(nextAttempt(0, 0)).toBe(1);
-    expect(nextAttempt(2, 0)).toBe(3);
+    expect(nextAttempt(0, null)).toBe(1);
+    // attempts 0 and 1 failed
+    expect(nextAttempt(2, null)).toBe(2);
+    expect(nextAttempt(2, 1)).toBe(2);
+    // the read model already shows a later attempt
     expect(nextAttempt(1, 4)).toBe(5);
+    // a second replay before the read model shows the first
+    expect(
+      nextAttempt(1, 0, [
+        { attempt: 0, code: 3003 },
+        { event: 'REPLAYED', attempt: 1, cause: 'manual' },
+      ]),
+    ).toBe(2);
+    expect(nextAttempt(1, 0, [{ event: 'REPLAYED', attempt: 'x' }, { event: 'DEAD' }])).toBe(1);
   });
 
   it('the replay record: stored bytes to reach.ingress.v1 with the admin token and the attempt, keyed like ingress', () => {

@@ -9,7 +9,7 @@ import { parse } from 'yaml';
 import { ConfigError, loadConfig, OPTIONS, type OptionKey } from '@reach/core';
 import { requireTool, run } from '../../integration/deploy/promql.js';
 
-// docker-compose.yml (SPEC R-H1) and its Dockerfile. No Docker engine runs here, so the file is
+// docker-compose.yml (R-H1) and its Dockerfile. No Docker engine runs here, so the file is
 // checked by docker-compose's own loader (`docker-compose config`: interpolation, merge keys,
 // references), the Compose Specification JSON schema, the dclint linter, and what only this
 // project knows: every service has a container, start order, health checks, valid REACH_* config.
@@ -108,7 +108,7 @@ describe('docker-compose.yml', { timeout: 60_000 }, () => {
     }
   });
 
-  it('has the backing services of DESIGN §7: Kafka (KRaft), a Confluent schema registry, Redis append-only, PostgreSQL with a volume', () => {
+  it('has the backing services of docs/design.md §7: Kafka (KRaft), a Confluent schema registry, Redis append-only, PostgreSQL with a volume', () => {
     const pom = readFileSync('deploy/local/pom.xml', 'utf8');
     const kafkaVersion = /<kafka\.version>([^<]+)<\/kafka\.version>/.exec(pom)![1];
     expect(services.kafka?.image).toBe(`apache/kafka:${kafkaVersion}`);
@@ -198,10 +198,13 @@ describe('deploy/docker/Dockerfile', () => {
     expect(lintDockerfile(text).map((d) => `line ${d.range.start.line + 1}: ${d.message}`)).toEqual([]);
   });
 
-  it('is multi-stage on Node 20 and runs as the unprivileged node user', () => {
+  it('is multi-stage on Node 24 (the engines of package.json) and runs as the unprivileged node user', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
     expect(stages.at(-1)!.name).toBeUndefined();
-    for (const s of stages) expect(/^node:20[.-]/.test(s.image) || stages.some((x) => x.name === s.image), s.image).toBe(true);
+    // The image's Node is the one the project runs on (package.json engines: Node 20 reached its end of life).
+    const major = /\d+/.exec((JSON.parse(readFileSync('package.json', 'utf8')) as { engines: { node: string } }).engines.node)![0];
+    expect(major).toBe('24');
+    for (const s of stages) expect(new RegExp(`^node:${major}[.-]`).test(s.image) || stages.some((x) => x.name === s.image), s.image).toBe(true);
     expect(finalStage).toMatch(/^USER node$/m);
     expect(finalStage).not.toMatch(/pnpm install(?!.*--prod)/);
     expect(text).toMatch(/pnpm install --offline --frozen-lockfile --prod/);

@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { loadConfig, OPTIONS, type OptionKey } from '@reach/core';
 
-// The Kubernetes manifests (SPEC R-H2), validated against the Kubernetes API schemas twice over:
+// The Kubernetes manifests (R-H2), validated against the Kubernetes API schemas twice over:
 // kubernetes-models' JSON-schema validators (types, formats, enums, required fields) and its
 // TypeScript types of the same API, which reject unknown fields the way `kubectl
 // --validate=strict` does (a misspelt `readinessprobe` passes a plain JSON-schema check).

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { countsAgainstAgent } from '../../../services/dispatcher/dist/failures.js';
+import { countsAgainstAgent, isFinalRefusal } from '../../../services/dispatcher/dist/failures.js';
 
 // Which failed attempts count against the agent's circuit. A missed ack deadline at the budget's
 // end is the message running out of time (late after a broker restart, or never sent): counted,
@@ -20,5 +20,13 @@ describe('countsAgainstAgent', () => {
     expect(countsAgainstAgent({ code: 3002, failureRetryable: true }, now - 40, now)).toBe(false);
     expect(countsAgainstAgent({ code: 2002, failureRetryable: true }, now + 5_000, now)).toBe(false);
     expect(countsAgainstAgent({ code: 3003, failureRetryable: false }, now + 5_000, now)).toBe(false);
+  });
+
+  it("takes an agent's final reject for an answer (the circuit counts it like an ack), nothing else", () => {
+    expect(isFinalRefusal({ code: 3003, failureRetryable: false })).toBe(true);
+    expect(isFinalRefusal({ code: 3003, failureRetryable: true })).toBe(false);
+    expect(isFinalRefusal({ code: 3002, failureRetryable: false })).toBe(false);
+    expect(isFinalRefusal({ code: 1002, failureRetryable: false })).toBe(false);
+    expect(isFinalRefusal({ code: 2002, failureRetryable: false })).toBe(false);
   });
 });

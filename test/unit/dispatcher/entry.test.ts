@@ -17,7 +17,7 @@ import { renewedAtSend } from '../../../services/dispatcher/dist/deadline-holds.
 
 const TTL = 1800;
 
-// A replay-buffer entry: a bookkeeping line, then the exact deliver frame of DESIGN §4.
+// A replay-buffer entry: a bookkeeping line, then the exact deliver frame of docs/design.md §4.
 function envelope(overrides: Partial<Envelope> = {}): Envelope {
   return {
     message_id: newMessageId(),

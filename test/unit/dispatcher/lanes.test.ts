@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, seededRandom } from '@reach/core';
 import { LaneModel, laneOf, nextLane, type LaneIndex, type PerLane } from '../../../services/dispatcher/dist/lanes.js';
 
-// Priority lanes (SPEC R-D9): smooth weighted round robin over the non-empty lanes. The Lua
+// Priority lanes (R-D9): smooth weighted round robin over the non-empty lanes. The Lua
 // promotion script implements the same; test/integration/dispatcher/lanes.test.ts compares them.
 const DEFAULT: PerLane = [60, 30, 10];
 const NAMES = ['H', 'N', 'L'] as const;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { classifyPushResponse } from '../../../services/dispatcher/dist/http-push.js';
 import { resultContextTtlS } from '../../../services/dispatcher/dist/entry.js';
 
-describe('dispatcher: what an HTTP push answer means (SPEC R-C8)', () => {
+describe('dispatcher: what an HTTP push answer means (R-C8)', () => {
   it('2xx is an ack; a {result} body is a result too', () => {
     expect(classifyPushResponse(204, '')).toEqual({ kind: 'ack' });
     expect(classifyPushResponse(200, 'not json')).toEqual({ kind: 'ack' });

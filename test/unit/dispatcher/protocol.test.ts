@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { acceptedFrame, CLOSE, errorFrame, parseAgentFrame, pingFrame, welcomeFrame } from '../../../services/dispatcher/dist/protocol.js';
 
-// The frames of DESIGN §4 as the dispatcher reads and writes them.
+// The frames of docs/design.md §4 as the dispatcher reads and writes them.
 describe('dispatcher protocol: agent frames', () => {
   it('reads hello with and without token and last_seq', () => {
     expect(parseAgentFrame('{"type":"hello","agent_id":"a.b","token":"t","last_seq":7}')).toEqual({ type: 'hello', agent_id: 'a.b', token: 't', last_seq: 7 });
@@ -71,7 +71,7 @@ describe('dispatcher protocol: server frames', () => {
     expect(JSON.parse(pingFrame(9))).toEqual({ type: 'ping', ts: 9 });
   });
 
-  it('uses the close codes of DESIGN §4', () => {
+  it('uses the close codes of docs/design.md §4', () => {
     expect(CLOSE).toMatchObject({ DUPLICATE: 4001, AUTH_FAILED: 4003, HEARTBEAT_TIMEOUT: 4008, FRAME_TOO_LARGE: 4013 });
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ReachError, newMessageId } from '@reach/core';
-import { validateEnvelope, type Envelope } from '@reach/envelope';
+import { LATEST_EXPIRY, validateEnvelope, type Envelope } from '@reach/envelope';
 import { envelopeOf } from '../../helpers/envelope.js';
 
 const NOW = Date.UTC(2025, 5, 1, 12, 0, 0);
@@ -68,6 +68,15 @@ describe('validateEnvelope', () => {
       expect(err.details).toEqual({ field: 'expire_at' });
     }
     expect(validateEnvelope(valid({ expire_at: NOW + 1 }), LIMITS, NOW)).toBeUndefined();
+  });
+
+  it('4101 when expire_at is past the year 9999 (no store or SQL cast can spell it)', () => {
+    for (const expire of [LATEST_EXPIRY, 8.64e15]) {
+      const err = violation(valid({ expire_at: expire }));
+      expect(err.code).toBe(4101);
+      expect(err.details).toEqual({ field: 'expire_at' });
+    }
+    expect(validateEnvelope(valid({ expire_at: LATEST_EXPIRY - 1 }), LIMITS, NOW)).toBeUndefined();
   });
 
   it('4101 when created_at is far in the future (or not a plausible time)', () => {

@@ -154,6 +154,41 @@ describe('Acceptor', () => {
     }
   });
 
+  it('a replay (admin token, reach-attempt) gets reach-budget-from = its acceptance and clears the earlier chain; anyone else loses the header (issue #25)', async () => {
+    const started: string[] = [];
+    const replays = new Acceptor({
+      codec,
+      auth,
+      idempotency: { claim: async () => ({ kind: 'new' }) },
+      service: 'ingress',
+      instance: 'ingress-unit',
+      maxPayloadBytes: 256 * 1024,
+      log: silentLogger,
+      replayChains: { start: async (id) => void started.push(id) },
+    });
+    const forged = { 'reach-budget-from': String(now + 3_600_000) };
+    const admin = 'unit-admin-token-0123456789';
+    const replay = envelope({ producer: 'agent.a', created_at: now - 600_000, headers: forged });
+    const a = await replays.accept({ envelope: replay, token: admin, attempt: 2, via: { kind: 'kafka', record: kafkaRecord({}) } }, now);
+    const out = await decoded((a as { records: readonly OutRecord[] }).records);
+    expect(out.pending[0]!.headers['reach-budget-from']).toBe(String(now));
+    expect(out.pending[0]!.created_at).toBe(now - 600_000);
+    expect(JSON.parse(out.status[0]!.detail_json!)).toMatchObject({ budget_from: new Date(now).toISOString() });
+    expect(started).toEqual([replay.message_id]);
+
+    // an agent's own value, or the admin's first send, is dropped: nobody stretches a budget
+    for (const [tok, attempt] of [
+      [token('agent.a'), 2],
+      [admin, 0],
+    ] as const) {
+      const b = await replays.accept({ envelope: envelope({ headers: forged }), token: tok, attempt, via: { kind: 'kafka', record: kafkaRecord({}) } }, now);
+      const o = await decoded((b as { records: readonly OutRecord[] }).records);
+      expect(o.pending[0]!.headers).not.toHaveProperty('reach-budget-from');
+      expect(JSON.parse(o.status[0]!.detail_json!)).not.toHaveProperty('budget_from');
+    }
+    expect(started).toHaveLength(1);
+  });
+
   it('keeps only the raw bytes of an undecodable record, never its token', async () => {
     const [rec] = acceptor.undecodable(kafkaRecord({ 'reach-token': 'secret' }), new ReachError('INVALID_ENVELOPE', 'garbage'), now);
     const dead = await codec.decode<DeadLetter>('reach.dlq.v1-value', rec!.value);

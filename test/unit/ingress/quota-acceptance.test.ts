@@ -1,5 +1,5 @@
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { newMessageId, signToken, silentLogger } from '@reach/core';
+import { newMessageId, ReachError, signToken, silentLogger } from '@reach/core';
 import type { SchemaCodec, DeadLetter, Envelope, StatusEvent } from '@reach/envelope';
 import type { InRecord, OutRecord } from '@reach/kafka';
 import { Acceptor, type Acceptance } from '../../../services/ingress/dist/acceptance.js';
@@ -11,7 +11,7 @@ import type { QuotaOverrides } from '../../../services/ingress/dist/quota-overri
 import { makeCodec } from '../envelope/fake-registry.js';
 import { envelopeOf } from '../../helpers/envelope.js';
 
-// Where quotas sit in the one acceptance path (SPEC R-D7, R-C1): after auth and the envelope
+// Where quotas sit in the one acceptance path (R-D7, R-C1): after auth and the envelope
 // rules, before the idempotency key; over quota → the same refusal as every other one (DLQ, now
 // with reason RATE_LIMITED, REJECTED 4129, a receipt on the Kafka path).
 const SECRET = 'unit-test-secret-0123456789';
@@ -23,7 +23,7 @@ const auth = new Authenticator(SECRET, ADMIN, { has: () => false });
 let codec: SchemaCodec;
 let acceptor: Acceptor;
 let verdict: QuotaVerdict;
-let claim: IdempotencyClaim;
+let claim: IdempotencyClaim | ReachError;
 const admitted: string[] = [];
 const givenBack: string[] = [];
 const claimed: string[] = [];
@@ -47,6 +47,7 @@ beforeAll(async () => {
     idempotency: {
       claim: async (_p, _k, id) => {
         claimed.push(id);
+        if (claim instanceof ReachError) throw claim;
         return claim;
       },
     },
@@ -140,6 +141,20 @@ describe('quotas in the acceptance path', () => {
     claim = { kind: 'duplicate', messageId: 'msg_FIRST' };
     const a = await acceptor.accept({ envelope: envelope({ idempotency_key: 'k2' }), token: token('agent.q'), via: { kind: 'http' } }, now);
     expect(a).toMatchObject({ outcome: 'duplicate', originalId: 'msg_FIRST' });
+    expect(givenBack).toEqual(['agent.q']);
+  });
+
+  it('gives the token back when the idempotency store fails, so the retried record costs one token in all', async () => {
+    const env = envelope({ idempotency_key: 'k4' });
+    claim = new ReachError('DEPENDENCY_UNAVAILABLE', 'idempotency keys unavailable: neither Redis nor PostgreSQL answered');
+    await expect(acceptor.accept({ envelope: env, token: token('agent.q'), via: kafkaVia() }, now)).rejects.toMatchObject({
+      codeName: 'DEPENDENCY_UNAVAILABLE',
+    });
+    expect(givenBack).toEqual(['agent.q']);
+    // The consume loop retries the record once the store answers: admitted again, kept this time.
+    claim = { kind: 'new' };
+    expect((await acceptor.accept({ envelope: env, token: token('agent.q'), via: kafkaVia() }, now)).outcome).toBe('accepted');
+    expect(admitted).toEqual([env.message_id, env.message_id]);
     expect(givenBack).toEqual(['agent.q']);
   });
 

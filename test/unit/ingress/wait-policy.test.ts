@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ReachError } from '@reach/core';
-import { effectiveWaitMs, isSettled, nextPollDelay, parseWaitMs } from '../../../services/ingress/dist/wait-policy.js';
+import { effectiveWaitMs, isFannedOut, isSettled, nextPollDelay, parseWaitMs } from '../../../services/ingress/dist/wait-policy.js';
 import { waitReply } from '../../../services/ingress/dist/http-api.js';
 import { messageRow as row } from './message-row.js';
 
@@ -25,10 +25,20 @@ describe('wait policy', () => {
   it('is settled by a result or a failure, not by progress', () => {
     expect(isSettled(undefined)).toBe(false);
     expect(isSettled(row({ status: 'DELIVERING' }))).toBe(false);
-    expect(isSettled(row({ status: 'DELIVERED' }))).toBe(false);
-    expect(isSettled(row({ status: 'DELIVERED', result: { status: 'ok' } }))).toBe(true);
+    // Acked by its agent, its result may still come (an agent may ack before it sends it).
+    expect(isSettled(row({ status: 'DELIVERED', agent_id: 'a1' }))).toBe(false);
+    expect(isSettled(row({ status: 'DELIVERED', agent_id: 'a1', result: { status: 'ok' } }))).toBe(true);
     expect(isSettled(row({ status: 'REJECTED' }))).toBe(true);
     expect(isSettled(row({ status: 'DEAD' }))).toBe(true);
+  });
+
+  it('is settled by a fan-out: DELIVERED by the router, with no agent, no result will come', () => {
+    const parent = row({ status: 'DELIVERED', topic: 'news', capability: null });
+    expect(isFannedOut(parent)).toBe(true);
+    expect(isSettled(parent)).toBe(true);
+    expect(isFannedOut(row({ status: 'ROUTED', topic: 'news', capability: null }))).toBe(false);
+    expect(isFannedOut(row({ status: 'DELIVERED', agent_id: 'a1' }))).toBe(false);
+    expect(isFannedOut(undefined)).toBe(false);
   });
 
   it('polls at growing intervals up to a cap', () => {
@@ -51,6 +61,16 @@ describe('waitReply', () => {
     expect(r.status).toBe(404);
     expect(r.body).toEqual({ error: { code: 2001, name: 'NO_ROUTE', message: 'no live agent', details: { message_id: 'msg_X', status: 'REJECTED' } } });
     expect(waitReply('msg_X', row({ status: 'DEAD', code: 3004 }), false, 10).status).toBe(502);
+  });
+
+  it('answers a fanned-out message 200 with its copies, and without them when they could not be read', () => {
+    const parent = row({ status: 'DELIVERED', topic: 'news', capability: null });
+    const copies = { copies: [{ message_id: 'msg_C', agent_id: 'a1', status: 'ROUTED', code: null }], total: 1 };
+    expect(waitReply('msg_X', parent, false, 10, copies)).toEqual({
+      status: 200,
+      body: { message_id: 'msg_X', status: 'DELIVERED', copies: copies.copies, copies_total: 1 },
+    });
+    expect(waitReply('msg_X', parent, false, 10)).toEqual({ status: 200, body: { message_id: 'msg_X', status: 'DELIVERED' } });
   });
 
   it('answers 504 ACK_TIMEOUT when the time ran out', () => {

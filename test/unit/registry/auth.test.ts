@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ReachError, signToken } from '@reach/core';
 import { authorizeAgent, authorizeRegistration, identifyCaller, type AuthSecrets } from '../../../services/registry/src/auth.js';
 
-// DESIGN §3 registry auth: admin always; enrollment token when configured; an existing id only
+// docs/design.md §3 registry auth: admin always; enrollment token when configured; an existing id only
 // with its own token (no hijacking); heartbeat/deregister only by the agent itself or the admin.
 const SECRET = 'unit-test-secret-0123456789';
 const secrets: AuthSecrets = { tokenSecret: SECRET, adminToken: 'admin-token-0123456789', enrollmentToken: undefined };

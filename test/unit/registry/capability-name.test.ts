@@ -9,7 +9,7 @@ import {
   parseCapabilityName,
 } from '@reach/agents';
 
-// SPEC R-A1/R-A2/R-A7: the tag grammar, vague names, the dictionary, versioned names.
+// R-A1/R-A2/R-A7: the tag grammar, vague names, the dictionary, versioned names.
 describe('capability name grammar', () => {
   it.each(['parse_pdf', 'query:orders', 'query:order_items', 'summarize@2', 'extract_tables_v2', 'translate:en_fr', 'ocr2_scan', 'summarize@0'])(
     'accepts %s',
@@ -86,7 +86,7 @@ describe('capability dictionary (REACH_CAPABILITY_DICTIONARY)', () => {
   });
 });
 
-describe('versions and matching (SPEC R-A7, R-B1)', () => {
+describe('versions and matching (R-A7, R-B1)', () => {
   it('reads the major of a version string', () => {
     expect(majorOf('2')).toBe(2);
     expect(majorOf('2.1.0')).toBe(2);

@@ -4,7 +4,7 @@ import { agent, cap } from '../routing/fixtures.js';
 
 const withQos = (a: ReturnType<typeof agent>, qos: number) => ({ ...a, qos });
 
-describe('capabilityStats: fleet load and QoS by capability, bounded (SPEC R-F2)', () => {
+describe('capabilityStats: fleet load and QoS by capability, bounded (R-F2)', () => {
   it('averages load rate and QoS over ONLINE agents and counts every status', () => {
     const rows = capabilityStats(
       [

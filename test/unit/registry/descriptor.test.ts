@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ReachError } from '@reach/core';
 import { AGENT_ID_PATTERN, parseCapabilityDictionary, validateDescriptor, type DescriptorRules } from '@reach/agents';
 
-// SPEC R-A1/R-A2: the registration body, its defaults, and 4104 naming the offending field.
+// R-A1/R-A2: the registration body, its defaults, and 4104 naming the offending field.
 const rules: DescriptorRules = { maxCapabilities: 10, dictionary: new Set(), defaultTtlS: 60 };
 
 function good(overrides: Record<string, unknown> = {}): Record<string, unknown> {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { healthValue, loadRateOf, qosScore, statusForQos } from '@reach/agents';
 
-// SPEC R-A5: QoS from load rate, latency and health; below the threshold → COOLDOWN.
+// R-A5: QoS from load rate, latency and health; below the threshold → COOLDOWN.
 const idle = { current_load: 0, queue_length: 0, avg_latency_ms: 0, health: 1 };
 
 describe('qosScore', () => {

@@ -5,6 +5,7 @@ import {
   backoffMs,
   budgetDeadlineAt,
   budgetPolicyOf,
+  budgetStartOf,
   decideAfterFailure,
   retryParamsFor,
   retryPolicyOf,
@@ -18,7 +19,7 @@ function failed(over: Partial<FailedAttempt> = {}): FailedAttempt {
   return { attempt: 0, envelopeRetryable: true, failureRetryable: true, messageType: 'event', expireAt: null, budgetDeadline: 1_000_000, now: 1000, ...over };
 }
 
-describe('backoff (SPEC R-D3)', () => {
+describe('backoff (R-D3)', () => {
   it('is min(base·2^attempt, max) scaled by 0.8 … 1.2', () => {
     const p = { baseMs: 200, maxMs: 4000 };
     expect([0, 1, 2, 3, 4, 5, 10].map((a) => backoffMs(a, p, 0.5))).toEqual([200, 400, 800, 1600, 3200, 4000, 4000]);
@@ -63,12 +64,21 @@ describe('policies per message_type', () => {
   });
 });
 
-describe('budget and deadlines (SPEC R-D2)', () => {
+describe('budget and deadlines (R-D2)', () => {
   it('ends at min(created_at + budget(type), expire_at)', () => {
     expect(budgetDeadlineAt({ message_type: 'event', created_at: 0, expire_at: null }, budget)).toBe(45000);
     expect(budgetDeadlineAt({ message_type: 'task_request', created_at: 0, expire_at: null }, budget)).toBe(30000);
     expect(budgetDeadlineAt({ message_type: 'health_check', created_at: 0, expire_at: 9000 }, budget)).toBe(5000);
     expect(budgetDeadlineAt({ message_type: 'event', created_at: 0, expire_at: 1000 }, budget)).toBe(1000);
+  });
+
+  it('a replay counts its budget from reach-budget-from (issue #25), never from before created_at, and expire_at still holds', () => {
+    const replay = (from: string) => ({ message_type: 'task_request', created_at: 1000, expire_at: null, headers: { 'reach-budget-from': from } });
+    expect(budgetStartOf(replay('500000'))).toBe(500000);
+    expect(budgetDeadlineAt(replay('500000'), budget)).toBe(530000);
+    // not a plausible time, or before created_at: created_at
+    for (const bad of ['', 'soon', '-5', '1e9', '999']) expect(budgetStartOf(replay(bad))).toBe(1000);
+    expect(budgetDeadlineAt({ ...replay('500000'), expire_at: 2000 }, budget)).toBe(2000);
   });
 
   it('an ack deadline never passes the budget', () => {
@@ -94,10 +104,14 @@ describe('after a failed attempt', () => {
     expect(decideAfterFailure(failed({ failureRetryable: false }), policy)).toEqual({ kind: 'rejected', code: 3003 });
   });
 
-  it('dies BUDGET_EXCEEDED when the retry could not start before the budget ends, EXPIRED past expire_at', () => {
+  it('dies BUDGET_EXCEEDED when the retry could not start before the budget ends, EXPIRED when expire_at is what stops it', () => {
     expect(decideAfterFailure(failed({ budgetDeadline: 1200 }), policy, 0.5)).toMatchObject({ kind: 'dead', code: 3005 });
     expect(decideAfterFailure(failed({ budgetDeadline: 1201 }), policy, 0.5)).toMatchObject({ kind: 'retry' });
     expect(decideAfterFailure(failed({ expireAt: 1000, budgetDeadline: 1000 }), policy)).toMatchObject({ kind: 'dead', code: 3006 });
-    expect(decideAfterFailure(failed({ expireAt: 1100, budgetDeadline: 1100 }), policy, 0.5)).toMatchObject({ kind: 'dead', code: 3005 });
+    // Not expired yet, but the retry could only start after expire_at, which ends the budget.
+    expect(decideAfterFailure(failed({ expireAt: 1100, budgetDeadline: 1100 }), policy, 0.5)).toMatchObject({ kind: 'dead', code: 3006 });
+    // The budget ends first: it names the death.
+    expect(decideAfterFailure(failed({ expireAt: 5000, budgetDeadline: 1100 }), policy, 0.5)).toMatchObject({ kind: 'dead', code: 3005 });
+    expect(decideAfterFailure(failed({ expireAt: 1150, budgetDeadline: 1100 }), policy, 0.5)).toMatchObject({ kind: 'dead', code: 3005 });
   });
 });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { AgentIndex, newerAgentRecord, newerPresence } from '@reach/routing';
 import { agent, cap, connected, NOW } from './fixtures.js';
 
-describe('AgentIndex (the local registry view, SPEC R-A6)', () => {
+describe('AgentIndex (the local registry view, R-A6)', () => {
   it('indexes agents by capability name and re-indexes on change', () => {
     const index = new AgentIndex();
     index.upsertAgent(agent('a', { caps: [cap('parse_pdf'), cap('ocr')] }));

@@ -14,7 +14,7 @@ const input = (o: Partial<FilterInput> = {}): FilterInput => ({
 
 const ids = (r: { candidates: Array<{ agent_id: string }> }) => r.candidates.map((a) => a.agent_id).sort();
 
-describe('candidate filter (SPEC R-B2)', () => {
+describe('candidate filter (R-B2)', () => {
   it('keeps only ONLINE agents: COOLDOWN and OFFLINE take no new work', () => {
     const index = indexOf(agent('on'), agent('cool', { status: 'COOLDOWN' }), agent('off', { status: 'OFFLINE' }));
     const r = filterCandidates(index, input());
@@ -65,7 +65,7 @@ describe('candidate filter (SPEC R-B2)', () => {
     expect(ids(filterCandidates(index, input({ address: parseAddress('news'), mode: 'subscribe' })))).toEqual(['s']);
   });
 
-  it('never matches a similar name (SPEC R-B1)', () => {
+  it('never matches a similar name (R-B1)', () => {
     const index = indexOf(agent('items', { caps: [cap('query:order_items')] }), agent('orders', { caps: [cap('query:orders')] }));
     expect(ids(filterCandidates(index, input({ address: parseAddress('query:orders') })))).toEqual(['orders']);
     expect(ids(filterCandidates(index, input({ address: parseAddress('query:order') })))).toEqual([]);
@@ -84,7 +84,7 @@ describe('candidate filter (SPEC R-B2)', () => {
     expect(ids(filterCandidates(index, input({ address: parseAddress('score'), requiredTags: ['risk', 'us'] })))).toEqual([]);
   });
 
-  it('avoids excluded agents, and relaxes the exclusion when nobody else is left (SPEC R-B9)', () => {
+  it('avoids excluded agents, and relaxes the exclusion when nobody else is left (R-B9)', () => {
     const index = indexOf(agent('a'), agent('b'));
     const r = filterCandidates(index, input({ exclude: ['a'] }));
     expect(ids(r)).toEqual(['b']);

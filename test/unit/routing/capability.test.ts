@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { capabilityMatches, hasAllTags, majorOf, parseAddress } from '@reach/routing';
 import { cap } from './fixtures.js';
 
-describe('capability addresses (SPEC R-B1, R-A7)', () => {
+describe('capability addresses (R-B1, R-A7)', () => {
   it('parses name@major and leaves other names whole', () => {
     expect(parseAddress('query:orders')).toEqual({ name: 'query:orders', major: undefined });
     expect(parseAddress('query:orders@2')).toEqual({ name: 'query:orders', major: 2 });

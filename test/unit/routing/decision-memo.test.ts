@@ -8,7 +8,9 @@ import { DecisionMemo } from '../../../services/router/dist/decision-memo.js';
 class MapStore implements StickyStore {
   readonly kv = new Map<string, string>();
   down = false;
+  reads = 0;
   async get(key: string): Promise<string | null> {
+    this.reads++;
     if (this.down) throw new Error('redis down');
     return this.kv.get(key) ?? null;
   }
@@ -72,5 +74,21 @@ describe('router decision memo', () => {
     expect((await memo.hintsFor('m1', hints)).remembered).toBeNull();
     expect((await memo.hintsFor('m2', hints)).remembered).toBe('agent-m2');
     expect((await memo.hintsFor('m3', hints)).remembered).toBe('agent-m3');
+  });
+
+  it('reads Redis only for a record another router may have decided: a fresh one is looked up in the process alone', async () => {
+    const store = new MapStore();
+    const memo = new DecisionMemo(store);
+    store.kv.set('reach:route:msg_6:0', 'agent-elsewhere');
+    // fresh: written after this router got the partition, so nobody else decided it
+    expect(await memo.hintsFor('msg_6', hints, true)).toEqual({ hints, remembered: null });
+    expect(store.reads).toBe(0);
+    // not fresh (consumed again after a rebalance or a crash): the memo in Redis decides
+    expect((await memo.hintsFor('msg_6', hints, false)).remembered).toBe('agent-elsewhere');
+    expect(store.reads).toBe(1);
+    // a fresh repeat in this process (a retried batch) still finds its own decision
+    await memo.remember('msg_7', 0, routed('agent-a'), null);
+    expect((await memo.hintsFor('msg_7', hints, true)).remembered).toBe('agent-a');
+    expect(store.reads).toBe(1);
   });
 });

@@ -4,7 +4,7 @@ import { GrantIndex, domainAllows, grantId, parseAddress, type DomainGrant } fro
 
 const g = (from_domain: string, to_domain: string, capability: string | null = null): DomainGrant => ({ from_domain, to_domain, capability });
 
-describe('security domains (SPEC R-A8)', () => {
+describe('security domains (R-A8)', () => {
   it('always allows delivery inside a domain, even with no grant at all', () => {
     const index = new GrantIndex();
     expect(domainAllows(index, 'sales', 'sales', 'query:orders')).toBe(true);

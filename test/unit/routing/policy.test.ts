@@ -5,7 +5,7 @@ import { agent, cap, deps, envelope, indexOf, NOW, seeded } from './fixtures.js'
 const hints: RouteHints = { attempt: 0, excludeAgents: [], preferredAgent: undefined, rejectOnSaturation: false, capabilityTags: [] };
 const policy = (o: Partial<RoutePolicy>): RoutePolicy => ({ rule: 'r1', dispatch: 'weighted', stickyBy: null, ...o });
 
-describe('routing policy from a ReachRule (SPEC R-B11)', () => {
+describe('routing policy from a ReachRule (R-B11)', () => {
   it('dispatch random spreads over every available candidate, not just the best', async () => {
     const index = indexOf(agent('a', { currentLoad: 0 }), agent('b', { currentLoad: 5 }), agent('c', { currentLoad: 7 }));
     const rng = seeded(7);

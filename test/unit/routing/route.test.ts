@@ -21,7 +21,7 @@ describe('routeMessage: capability messages', () => {
     expect(d.kind === 'routed' && d.trace).toMatchObject({ strategy: 'weighted', chosen: 'idle', candidates_total: 3 });
   });
 
-  it('records the routing trace: candidates with their score terms, best first (SPEC R-B12)', async () => {
+  it('records the routing trace: candidates with their score terms, best first (R-B12)', async () => {
     const index = indexOf(agent('a', { currentLoad: 5, health: 0.9 }), agent('b', { currentLoad: 1 }));
     const d = await routeMessage(envelope(), hints(), deps(index), NOW);
     if (d.kind !== 'routed') throw new Error(d.kind);
@@ -33,7 +33,7 @@ describe('routeMessage: capability messages', () => {
     expect(JSON.parse(JSON.stringify(d.trace))).toEqual(d.trace);
   });
 
-  it('bounds the trace to the best 20 candidates and says how many there were', async () => {
+  it('bounds the trace to the best candidates and says how many there were', async () => {
     const agents = Array.from({ length: 30 }, (_, i) => agent(`a${String(i).padStart(2, '0')}`, { currentLoad: i % 8 }));
     const d = await routeMessage(envelope(), hints(), deps(indexOf(...agents)), NOW);
     if (d.kind !== 'routed') throw new Error(d.kind);
@@ -53,7 +53,7 @@ describe('routeMessage: capability messages', () => {
     for (const id of ['a', 'b', 'c']) expect(counts.get(id)).toBeGreaterThan(800);
   });
 
-  it('above 20 candidates picks at random among the best 5 (SPEC R-B4)', async () => {
+  it('above 20 candidates picks at random among the best 5 (R-B4)', async () => {
     // 25 agents with clearly separated load rates: a00 best … a24 worst.
     const agents = Array.from({ length: 25 }, (_, i) => agent(`a${String(i).padStart(2, '0')}`, { maxConcurrency: 100, currentLoad: i * 3 }));
     const d = deps(indexOf(...agents), { rng: seeded(42) });
@@ -78,7 +78,7 @@ describe('routeMessage: capability messages', () => {
     for (let i = 0; i < 50; i++) expect(chosen(await routeMessage(envelope(), hints(), d, NOW))).toBe('a00');
   });
 
-  it('honours reach-preferred-agent when that agent is a candidate (SPEC R-B5)', async () => {
+  it('honours reach-preferred-agent when that agent is a candidate (R-B5)', async () => {
     const index = indexOf(agent('best'), agent('pref', { currentLoad: 5 }), agent('asleep', { status: 'COOLDOWN' }));
     const d = await routeMessage(envelope(), hints({ preferredAgent: 'pref' }), deps(index), NOW);
     expect(chosen(d)).toBe('pref');
@@ -119,7 +119,7 @@ describe('routeMessage: capability messages', () => {
   });
 });
 
-describe('routeMessage: session stickiness (SPEC R-B6)', () => {
+describe('routeMessage: session stickiness (R-B6)', () => {
   const session = (s: string): Envelope => envelope({ session_id: s });
 
   it('keeps a session on the same agent while it stays a candidate, even when another scores better', async () => {
@@ -211,7 +211,7 @@ describe('routeMessage: session stickiness (SPEC R-B6)', () => {
   });
 });
 
-describe('routeMessage: saturation (SPEC R-B7)', () => {
+describe('routeMessage: saturation (R-B7)', () => {
   it('holds the message when EVERY candidate is above the threshold', async () => {
     const index = indexOf(agent('a', { currentLoad: 9 }), agent('b', { maxConcurrency: 100, currentLoad: 81 }));
     const d = await routeMessage(envelope(), hints(), deps(index), NOW);
@@ -271,7 +271,7 @@ describe('routeMessage: saturation (SPEC R-B7)', () => {
   });
 });
 
-describe('routeMessage: no route, expiry, targets, fan-out (SPEC R-B8, R-B10)', () => {
+describe('routeMessage: no route, expiry, targets, fan-out (R-B8, R-B10)', () => {
   it('finds no route when nothing offers the exact capability', async () => {
     const index = indexOf(agent('items', { caps: [cap('query:order_items')] }), agent('sub', { caps: [cap('query:orders', { mode: 'subscribe' })] }));
     const d = await routeMessage(envelope({ capability: 'query:orders' }), hints(), deps(index), NOW);

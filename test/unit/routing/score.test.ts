@@ -4,7 +4,7 @@ import { agent, CONFIG } from './fixtures.js';
 
 const zero = () => 0;
 
-describe('scoring (SPEC R-B3)', () => {
+describe('scoring (R-B3)', () => {
   it('uses load as a RATE of max_concurrency, never an absolute count', () => {
     const big = agent('big', { maxConcurrency: 100, currentLoad: 8 });
     const small = agent('small', { maxConcurrency: 4, currentLoad: 3 });

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parseRules } from '@reach/rules';
 import { check } from './fixtures.js';
 
-// The three rules of the design notes (§4.2), verbatim. Two things are wrong with them, and the
+// The three example rules of the original design notes (R-B11), verbatim. Two things are wrong with them, and the
 // checker says so at the right lines: `sequence_id` is no envelope field to stick on, and the
 // third rule has exactly the `when` of the first, so the first always wins and it never applies.
 const DESIGN_NOTES = `rules:

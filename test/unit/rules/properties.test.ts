@@ -5,7 +5,7 @@ import { allInputs, ruleInput, ruleList, when } from './fixtures.js';
 
 const INPUTS = allInputs();
 
-describe('compiled matcher (SPEC R-B11: first match wins)', () => {
+describe('compiled matcher (R-B11: first match wins)', () => {
   it('agrees with the first-match scan on random rules and messages', () => {
     fc.assert(
       fc.property(ruleList(40), fc.array(ruleInput, { minLength: 1, maxLength: 20 }), (list, inputs) => {

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { newMessageId } from '@reach/core';
-import { AgentNode, NonRetryableError, ReachError, type AgentNodeOptions, type ReachMessage } from '@reach/sdk';
+import { AgentNode, AgentReplacedError, NonRetryableError, ReachError, type AgentNodeOptions, type ReachMessage } from '@reach/sdk';
 import { FakeReach, gate } from './fake-reach.js';
 
 // The SDK's own behaviour against an in-process fake registry + dispatcher (fake-reach.ts):
@@ -216,6 +216,24 @@ describe('deliveries', () => {
     await fake.until('a heartbeat with health 0.5', () => fake.heartbeats.find((h) => h.body.health === 0.5));
     expect(typeof fake.heartbeats.at(-1)!.body.avg_latency_ms).toBe('number');
   });
+
+  it('counts a NonRetryableError (a final refusal of bad input) as the handler working, not against its health', async () => {
+    const node = makeNode();
+    node.handle('strict', async (m) => {
+      if (!m.payload) throw new NonRetryableError('INVALID_ENVELOPE', 'payload is empty');
+      if (m.payload === 'crash') throw new Error('bug');
+      return 'ok';
+    });
+    await node.start();
+    fake.deliver({ capability: 'strict', payload: null });
+    fake.deliver({ capability: 'strict', payload: null });
+    await fake.until('two refusals', () => rejects().length === 2);
+    expect(rejects()[0]).toMatchObject({ code: 4101, retryable: false });
+    expect(node.load().health).toBe(1);
+    fake.deliver({ capability: 'strict', payload: 'crash' });
+    await fake.until('the crash', () => rejects().length === 3);
+    expect(node.load().health).toBe(0.667);
+  });
 });
 
 describe('answers that need care', () => {
@@ -261,7 +279,7 @@ describe('answers that need care', () => {
   });
 });
 
-describe('redelivery dedupe (SPEC R-G2)', () => {
+describe('redelivery dedupe (R-G2)', () => {
   it('does not run a redelivered message twice: re-acks and re-sends the earlier result', async () => {
     const node = makeNode();
     let runs = 0;
@@ -349,7 +367,7 @@ describe('redelivery dedupe (SPEC R-G2)', () => {
   });
 });
 
-describe('session context (SPEC R-G3)', () => {
+describe('session context (R-G3)', () => {
   it('gives the handler the fragments from reach-context-* headers and returns the ones it set', async () => {
     const node = makeNode();
     node.handle('plan', async (_m, ctx) => {
@@ -410,6 +428,41 @@ describe('connection', () => {
     server.removeAllListeners('connection');
     for (const h of handlers) server.on('connection', h as (ws: import('ws').WebSocket) => void);
     await fake.until('reconnected', () => fake.hellos.length === 2 && node.connected);
+  });
+
+  it('on 4001 (a newer connection took the agent) stops for good: no reconnect, no deregistration, run() rejects with AgentReplacedError', async () => {
+    const node = makeNode();
+    await node.start();
+    const replaced: string[] = [];
+    node.on('replaced', (r) => replaced.push(r.agent_id));
+    fake.socket!.close(4001, 'replaced by a newer connection');
+    await expect(node.run()).rejects.toBeInstanceOf(AgentReplacedError);
+    expect(node.status).toBe('stopped');
+    expect(node.replaced).toBe(true);
+    expect(replaced).toEqual([node.agentId]);
+    expect(fake.deregistrations).toEqual([]);
+    const beats = fake.heartbeats.length;
+    // Several reconnect backoffs (20–100 ms here) later: still one connection, no heartbeat.
+    await new Promise((r) => setTimeout(r, 400));
+    expect(fake.hellos).toHaveLength(1);
+    expect(fake.heartbeats).toHaveLength(beats);
+  });
+
+  it('a 4001 caused by its own new connection (re-registering while connected) is no takeover: it stays running', async () => {
+    fake.closeOlderOnHello = true;
+    const node = makeNode();
+    await node.start();
+    const disconnects: number[] = [];
+    node.on('disconnected', (d) => disconnects.push(d.code));
+    let connected = 0;
+    node.on('connected', () => connected++);
+    fake.heartbeatStatus = 410; // the lease is gone: re-register and reconnect with the old socket open
+    await fake.until('re-registered and reconnected', () => fake.registrations.length === 2 && connected === 1 && node.connected);
+    fake.heartbeatStatus = 204;
+    // The old connection was closed with 4001 while the new one waited for its welcome.
+    expect(disconnects).toEqual([4001]);
+    expect(node.status).toBe('running');
+    expect(node.replaced).toBe(false);
   });
 
   it('re-registers under the same agent id when the dispatcher closes with 4003', async () => {
@@ -595,11 +648,13 @@ describe('stop', () => {
     await fake.until('running', () => node.load().current_load === 1);
     const stopped = node.stop({ drainTimeoutMs: 5000 });
     await fake.until('queued one handed back', () => rejects().length === 1);
-    expect(rejects()[0]).toMatchObject({ message_id: queued, code: 3003, retryable: true });
+    // 2002 (SATURATED): a hand-back, which the dispatcher retries without counting it against the circuit
+    expect(rejects()[0]).toMatchObject({ message_id: queued, code: 2002, retryable: true });
     // New deliveries during the drain are handed back too.
     const late = newMessageId();
     fake.deliver({ message_id: late, capability: 'job' });
     await fake.until('late one handed back', () => rejects().length === 2);
+    expect(rejects()[1]).toMatchObject({ message_id: late, code: 2002, retryable: true });
     expect(fake.deregistrations).toHaveLength(0);
     release.open();
     await stopped;

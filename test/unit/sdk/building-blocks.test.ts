@@ -26,7 +26,7 @@ describe('progress while a handler runs', () => {
   });
 });
 
-describe('reconnect backoff (SPEC R-G1: 1 s doubling to 32 s plus jitter)', () => {
+describe('reconnect backoff (R-G1: 1 s doubling to 32 s plus jitter)', () => {
   it('doubles from 1 s and stays at 32 s without jitter', () => {
     const schedule = Array.from({ length: 9 }, (_, i) => reconnectDelayMs(i, () => 0));
     expect(schedule).toEqual([1000, 2000, 4000, 8000, 16000, 32000, 32000, 32000, 32000]);
@@ -49,7 +49,7 @@ describe('reconnect backoff (SPEC R-G1: 1 s doubling to 32 s plus jitter)', () =
   });
 });
 
-describe('DedupeCache (SPEC R-G2, R-G4)', () => {
+describe('DedupeCache (R-G2, R-G4)', () => {
   const ok = (payload: unknown) => ({ kind: 'ok' as const, payload, headers: {} });
 
   it('keys by producer + idempotency key, else by message id', () => {
@@ -128,7 +128,7 @@ describe('WorkQueue (max_concurrency with a local queue)', () => {
   });
 });
 
-describe('LoadTracker (heartbeat load, SPEC R-A5)', () => {
+describe('LoadTracker (heartbeat load, R-A5)', () => {
   it('reports running, queued, mean latency and the recent success ratio', () => {
     const now = 0;
     const t = new LoadTracker({ now: () => now });
@@ -151,7 +151,7 @@ describe('LoadTracker (heartbeat load, SPEC R-A5)', () => {
   });
 });
 
-describe('session context fragments (SPEC R-G3)', () => {
+describe('session context fragments (R-G3)', () => {
   it('reads reach-context-* headers and returns only what the handler set', () => {
     const s = new SessionContext({ 'reach-context-user': '{"id":7}', 'reach-context-lang': 'de', other: 'x' }, 'sess-1');
     expect(s.id).toBe('sess-1');
@@ -172,7 +172,7 @@ describe('session context fragments (SPEC R-G3)', () => {
   });
 });
 
-describe('server frames (DESIGN §4), read tolerantly', () => {
+describe('server frames (docs/design.md §4), read tolerantly', () => {
   it('parses deliver with defaults filled in and the deadline as epoch ms', () => {
     const f = parseServerFrame(
       JSON.stringify({

@@ -5,8 +5,8 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { newMessageId, signToken } from '@reach/core';
 
 /**
- * An in-process stand-in for the registry's agent API (DESIGN §3) and the dispatcher's
- * WebSocket protocol (§4), just faithful enough to unit-test the SDK's own behaviour:
+ * An in-process stand-in for the registry's agent API (docs/design.md §3) and the dispatcher's
+ * WebSocket protocol (docs/design.md §4), just faithful enough to unit-test the SDK's own behaviour:
  * backoff, dedupe, the concurrency limit, frame handling, token refresh. It records every
  * request and frame so tests can assert on what the SDK sent. Integration tests use the
  * real services instead.
@@ -34,6 +34,8 @@ export class FakeReach {
   readonly agentsByCapability = new Map<string, Array<Record<string, unknown>>>();
   /** Lifetime of the tokens it issues. */
   tokenTtlS = 3600;
+  /** Like the dispatcher: a hello closes the agent's older connections with 4001 before its welcome. */
+  closeOlderOnHello = false;
   /** When set, the next heartbeats answer with this status. */
   heartbeatStatus = 204;
   /** When set, answers send frames with accepted (default) or this error. */
@@ -177,15 +179,17 @@ export class FakeReach {
       const frame = JSON.parse(String(data)) as Frame;
       this.frames.push({ frame, socket: ws });
       if (frame.type === 'hello') {
+        // The real dispatcher reads Redis between the two, so the agent may see its older
+        // connection closed before the newer one is welcomed: the fake waits for that close.
+        const older = this.closeOlderOnHello ? this.hellos.filter((h) => h.agent_id === String(frame.agent_id) && h.socket.readyState === h.socket.OPEN) : [];
+        for (const h of older) h.socket.close(4001, 'replaced by a newer connection');
         this.hellos.push({ agent_id: String(frame.agent_id), token: String(frame.token), last_seq: frame.last_seq as number | undefined, socket: ws });
-        ws.send(
-          JSON.stringify({
-            type: 'welcome',
-            connection_id: `conn_${this.hellos.length}`,
-            heartbeat_ms: this.welcomeHeartbeatMs,
-            resume_from: frame.last_seq ?? 0,
-          }),
-        );
+        const connectionId = `conn_${this.hellos.length}`;
+        void Promise.all(older.map((h) => new Promise((r) => h.socket.once('close', r))))
+          .then(() => new Promise((r) => setTimeout(r, older.length > 0 ? 50 : 0)))
+          .then(() =>
+            ws.send(JSON.stringify({ type: 'welcome', connection_id: connectionId, heartbeat_ms: this.welcomeHeartbeatMs, resume_from: frame.last_seq ?? 0 })),
+          );
       } else if (frame.type === 'send' && this.autoAcceptSends) {
         if (this.sendError) ws.send(JSON.stringify({ type: 'error', client_ref: frame.client_ref, ...this.sendError }));
         else ws.send(JSON.stringify({ type: 'accepted', client_ref: frame.client_ref, message_id: frame.message_id ?? newMessageId() }));

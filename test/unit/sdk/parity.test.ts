@@ -6,8 +6,8 @@ import { parseAgentFrame } from '../../../services/dispatcher/dist/protocol.js';
 
 // One written protocol, two SDKs: docs/protocol.md must list exactly the frames the dispatcher
 // reads and writes (services/dispatcher/src/protocol.ts, the deliver frame of entry.ts), and
-// every scenario of docs/sdk-scenarios.md must be named by a test of both SDKs, in the files
-// the list gives.
+// every scenario of docs/sdk-scenarios.md must be named by a test of each of its four runs
+// (TypeScript and Python, queued and direct), in the files the list gives.
 const ROOT = process.cwd();
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
 
@@ -31,20 +31,31 @@ function named(paths: string[], pattern: RegExp): Map<string, Set<string>> {
   return out;
 }
 
+const RUNS = ['TypeScript queued', 'TypeScript direct', 'Python queued', 'Python direct'] as const;
+type Run = (typeof RUNS)[number];
+
 interface Scenario {
   id: string;
-  typescript: string;
-  python: string;
+  /** The file of each run, or `n/a: why`. */
+  runs: Record<Run, string>;
 }
 
 function scenarios(): Scenario[] {
-  const rows = [...read('docs/sdk-scenarios.md').matchAll(/^\| `([a-z0-9-]+)` +\|[^|\n]*\|([^|\n]+)\|([^|\n]+)\|$/gm)];
+  const rows = [...read('docs/sdk-scenarios.md').matchAll(/^\| `([a-z0-9-]+)` +\|[^|\n]*\|([^|\n]+)\|([^|\n]+)\|([^|\n]+)\|([^|\n]+)\|$/gm)];
   const cell = (c: string) => c.trim().replace(/^`(.*)`$/, '$1');
-  return rows.map((m) => ({ id: m[1]!, typescript: cell(m[2]!), python: cell(m[3]!) }));
+  return rows.map((m) => ({ id: m[1]!, runs: Object.fromEntries(RUNS.map((run, i) => [run, cell(m[i + 2]!)])) as Record<Run, string> }));
 }
 
 const tsTests = named(files('test', '.test.ts'), /\bit\(\s*'\[([a-z0-9-]+)\]/g);
 const pyTests = named(files('sdks/python/tests', '.py'), /@(?:pytest\.mark\.)?scenario\("([a-z0-9-]+)"\)/g);
+const testsOf = (run: Run) => (run.startsWith('TypeScript') ? tsTests : pyTests);
+/** The files a run uses for the scenarios it does run. */
+const runFiles = (run: Run) =>
+  new Set(
+    scenarios()
+      .map((s) => s.runs[run])
+      .filter((f) => !f.startsWith('n/a')),
+  );
 
 /** The frame types of the tables under a heading of docs/protocol.md. */
 function documentedFrames(heading: string): string[] {
@@ -60,21 +71,49 @@ function documentedFrames(heading: string): string[] {
 }
 
 describe('SDK scenarios (docs/sdk-scenarios.md)', () => {
-  it('lists scenarios, each with a test file per SDK or a reason it does not apply', () => {
+  it('lists scenarios, each with a test file per run or a reason it does not apply', () => {
     const list = scenarios();
-    expect(list.length).toBeGreaterThanOrEqual(10);
+    expect(list.length).toBeGreaterThanOrEqual(17);
     expect(new Set(list.map((s) => s.id)).size).toBe(list.length);
     for (const s of list) {
-      expect(s.python, s.id).toMatch(/^sdks\/python\/tests\/.+\.py$/);
-      expect(s.typescript, s.id).toMatch(/^(test\/.+\.test\.ts|n\/a: .+)$/);
+      for (const run of RUNS) {
+        const ok = run.startsWith('TypeScript') ? /^(test\/.+\.test\.ts|n\/a: .+)$/ : /^(sdks\/python\/tests\/.+\.py|n\/a: .+)$/;
+        expect(s.runs[run], `${s.id}, ${run}`).toMatch(ok);
+      }
+      // Queued is the real thing: every scenario runs there in at least one SDK.
+      expect(
+        [s.runs['TypeScript queued'], s.runs['Python queued']].some((f) => !f.startsWith('n/a')),
+        s.id,
+      ).toBe(true);
     }
   });
 
-  it('every scenario is named by a test of the given file in both SDKs', () => {
+  it('every scenario is named by a test of the given file in each of the four runs', () => {
     for (const s of scenarios()) {
-      expect([...(pyTests.get(s.id) ?? [])], `Python tests naming ${s.id}`).toContain(s.python);
-      if (s.typescript.startsWith('n/a')) expect(tsTests.get(s.id), `TypeScript tests naming ${s.id}, which does not apply`).toBeUndefined();
-      else expect([...(tsTests.get(s.id) ?? [])], `TypeScript tests naming ${s.id}`).toContain(s.typescript);
+      for (const run of RUNS) {
+        const file = s.runs[run];
+        const naming = [...(testsOf(run).get(s.id) ?? [])];
+        if (file.startsWith('n/a'))
+          expect(
+            naming.filter((f) => runFiles(run).has(f)),
+            `${run} tests naming ${s.id}, which does not apply`,
+          ).toEqual([]);
+        else expect(naming, `${run} tests naming ${s.id}`).toContain(file);
+      }
+    }
+  });
+
+  it('the shared scenario lists run every scenario they define, in both modes', () => {
+    const shared = (path: string, pattern: RegExp) => [...read(path).matchAll(pattern)].map((m) => m[1]!).sort();
+    const ts = shared('test/helpers/sdk-scenarios.ts', /^ {2}'([a-z0-9-]+)': async/gm);
+    const py = shared('sdks/python/tests/scenario_list.py', /^ {4}"([a-z0-9-]+)": [a-z_0-9]+,$/gm);
+    expect(ts.length).toBeGreaterThanOrEqual(13);
+    expect(py).toEqual(ts);
+    for (const file of ['test/unit/sdk/sdk-scenarios-direct.test.ts', 'test/integration/sdk/sdk-scenarios-queued.test.ts']) {
+      for (const id of ts) expect([...(tsTests.get(id) ?? [])], `${file} runs ${id}`).toContain(file);
+    }
+    for (const file of ['sdks/python/tests/test_scenarios_direct.py', 'sdks/python/tests/test_scenarios_env_queued.py']) {
+      for (const id of py) expect([...(pyTests.get(id) ?? [])], `${file} runs ${id}`).toContain(file);
     }
   });
 

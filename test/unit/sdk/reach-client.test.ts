@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ReachClient, ReachError } from '@reach/sdk';
 
-// ReachClient's HTTP mapping against a small fake of the DESIGN §3 message API: the request it
+// ReachClient's HTTP mapping against a small fake of the docs/design.md §3 message API: the request it
 // builds (path, query, headers, body) and how answers and error bodies come back.
 
 interface Seen {

@@ -9,7 +9,7 @@ const bearer = (token: string) => `Bearer ${token}`;
 const agentToken = (exp: number) => signToken({ sub: 'agent.a1', jti: 'j', iat: 0, exp, dom: 'default' }, SECRET);
 const now = () => Math.floor(Date.now() / 1000);
 
-describe('adminOnly: the gate of every admin endpoint (DESIGN §3)', () => {
+describe('adminOnly: the gate of every admin endpoint (docs/design.md §3)', () => {
   it('lets the admin token through', () => {
     expect(adminOnly(bearer(ADMIN), secrets, 'the test API')).toBeUndefined();
   });

@@ -7,8 +7,11 @@ import {
   isUniqueViolation,
   loadMigrations,
   migrationChecksum,
+  expiredPartitions,
   partitionName,
   pgErrorCode,
+  retentionCheckMs,
+  retentionCutoff,
   quoteIdent,
   reconnectDelay,
   redactUrl,
@@ -61,10 +64,33 @@ describe('migrationChecksum', () => {
 });
 
 describe('partitionName', () => {
-  it('names the UTC month', () => {
-    expect(partitionName('messages', new Date('2025-07-15T12:00:00Z'))).toBe('messages_y2025m07');
-    // 23:30 on Dec 31 in UTC-5 is already January in UTC
-    expect(partitionName('message_events', new Date('2025-12-31T23:30:00-05:00'))).toBe('message_events_y2026m01');
+  it('names the UTC day for daily partitions', () => {
+    expect(partitionName('messages', new Date('2025-07-15T12:00:00Z'))).toBe('messages_p20250715');
+    // 23:30 on Dec 31 in UTC-5 is already January 1st in UTC
+    expect(partitionName('message_events', new Date('2025-12-31T23:30:00-05:00'))).toBe('message_events_p20260101');
+  });
+
+  it('names the start of the interval for shorter partitions', () => {
+    expect(partitionName('messages', new Date('2025-07-15T13:47:09Z'), 600)).toBe('messages_p20250715_134000');
+    expect(partitionName('messages', new Date('2025-07-15T13:47:09Z'), 10)).toBe('messages_p20250715_134700');
+    expect(partitionName('messages', new Date('2025-07-15T13:47:09Z'), 2 * 86400)).toMatch(/^messages_p202507(14|15)$/);
+  });
+});
+
+describe('retention helpers', () => {
+  const part = (from: string, to: string) => ({ table: 'messages' as const, partition: from, from: new Date(from), to: new Date(to) });
+  it('expires a partition only when its upper bound is at or before the cutoff', () => {
+    const parts = [part('2025-07-13T00:00:00Z', '2025-07-14T00:00:00Z'), part('2025-07-14T00:00:00Z', '2025-07-15T00:00:00Z')];
+    expect(expiredPartitions(parts, new Date('2025-07-14T00:00:00Z')).map((p) => p.partition)).toEqual(['2025-07-13T00:00:00Z']);
+    expect(expiredPartitions(parts, new Date('2025-07-14T23:59:59Z')).map((p) => p.partition)).toEqual(['2025-07-13T00:00:00Z']);
+    expect(expiredPartitions(parts, new Date('2025-07-13T23:59:59Z'))).toEqual([]);
+  });
+
+  it('computes the cutoff and how often to look', () => {
+    expect(retentionCutoff(60, 1_000_000).getTime()).toBe(940_000);
+    expect(retentionCheckMs(7 * 86400)).toBe(3_600_000);
+    expect(retentionCheckMs(20)).toBe(5_000);
+    expect(retentionCheckMs(1)).toBe(1_000);
   });
 });
 

@@ -3,7 +3,7 @@ import { newMessageId } from '@reach/core';
 import { AgentNode, parseServerFrame, type HandlerContext } from '@reach/sdk';
 import { FakeReach } from '../sdk/fake-reach.js';
 
-// The SDK side of trace propagation (SPEC R-F1): the deliver frame's optional traceparent
+// The SDK side of trace propagation (R-F1): the deliver frame's optional traceparent
 // reaches the handler, comes back on the answer frames, and continues on what the handler sends.
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { newMessageId, messageIdTime } from '@reach/core';
 import type { StatusEvent } from '@reach/envelope';
+import { resultFromJsonb } from '@reach/store';
 import { detailOf, foldBatch, idsWithoutCreatedAt, isAhead, parseDetail, stateRank, unusable } from '../../../services/tracker/dist/fold.js';
-import { isDataError, WRITE_SQL } from '../../../services/tracker/dist/writer.js';
+import { WRITE_SQL } from '../../../services/tracker/dist/writer.js';
+import { isDataError } from '@reach/store';
 import { statusEventOf } from '../../helpers/envelope.js';
 
 const T = Date.UTC(2026, 5, 1, 12);
@@ -18,6 +20,40 @@ describe('state order', () => {
     expect(isAhead({ attempt: 0, state: 'ROUTED' }, { attempt: 0, state: 'PENDING' })).toBe(true);
     expect(isAhead({ attempt: 1, state: 'PENDING' }, { attempt: 0, state: 'DELIVERED' })).toBe(true);
     expect(isAhead({ attempt: 0, state: 'REJECTED' }, { attempt: 0, state: 'DELIVERED' })).toBe(false);
+  });
+});
+
+describe('a cancel (DEAD 3007, A2A CancelTask) in the state order', () => {
+  const canceled = { attempt: 0, state: 'DEAD', code: 3007 };
+  it('beats any state that is not terminal, of any attempt; nothing moves a canceled message on', () => {
+    // A retry already under way when the cancel came: its next attempt's PENDING and ROUTED.
+    expect(isAhead(canceled, { attempt: 1, state: 'PENDING', code: 3002 })).toBe(true);
+    expect(isAhead(canceled, { attempt: 2, state: 'ROUTED', code: null })).toBe(true);
+    expect(isAhead({ attempt: 1, state: 'ROUTED', code: null }, canceled)).toBe(false);
+    expect(isAhead({ attempt: 1, state: 'DEAD', code: 3005 }, canceled)).toBe(false);
+    expect(isAhead({ attempt: 0, state: 'DELIVERED', code: null }, canceled)).toBe(false);
+  });
+  it('does not beat a terminal state: a DELIVERED that came first stays (the ack that won the race)', () => {
+    expect(isAhead(canceled, { attempt: 0, state: 'DELIVERED', code: null })).toBe(false);
+    expect(isAhead(canceled, { attempt: 0, state: 'REJECTED', code: 3003 })).toBe(false);
+    // Any other DEAD keeps the plain order.
+    expect(isAhead({ attempt: 1, state: 'DEAD', code: 3005 }, { attempt: 0, state: 'DELIVERED', code: null })).toBe(true);
+  });
+  it('folds a batch the same way, whatever the arrival order', () => {
+    const late = foldBatch([
+      ev('m', 'DEAD', T + 2, { code: 3007 }),
+      ev('m', 'PENDING', T + 1, { attempt: 1, code: 3002 }),
+      ev('m', 'ROUTED', T + 3, { attempt: 1 }),
+    ]);
+    expect(late.messages[0]).toMatchObject({ status: 'DEAD', code: 3007, attempt: 0 });
+    const first = foldBatch([ev('m', 'ROUTED', T + 1, { attempt: 1 }), ev('m', 'DEAD', T + 2, { code: 3007 })]);
+    expect(first.messages[0]).toMatchObject({ status: 'DEAD', code: 3007 });
+    const acked = foldBatch([ev('m', 'DELIVERED', T + 1, { detail_json: '{"result":{"status":"ok","payload":1}}' }), ev('m', 'DEAD', T + 2, { code: 3007 })]);
+    expect(acked.messages[0]).toMatchObject({ status: 'DELIVERED', code: null });
+  });
+  it('the database applies the same rule (WRITE_SQL)', () => {
+    expect(WRITE_SQL).toContain("NOT (cur.status = 'DEAD' AND cur.code IS NOT DISTINCT FROM 3007)");
+    expect(WRITE_SQL).toContain("(excluded.status = 'DEAD' AND excluded.code IS NOT DISTINCT FROM 3007 AND cur.state_rank < 3)");
   });
 });
 
@@ -44,6 +80,19 @@ describe('foldBatch', () => {
       ev('m', 'DELIVERED', T + 3, { detail_json: '{"result":{"status":"ok","payload":2}}' }),
     ]);
     expect(b.messages[0]).toMatchObject({ status: 'DELIVERED', agent_id: 'first', code: null, result: '{"status":"ok","payload":1}' });
+  });
+
+  it("a later PENDING of the same attempt says why the message waits: the router's parked 2001 replaces ingress's bare PENDING (issue #25)", () => {
+    const parked = foldBatch([ev('m', 'PENDING', T + 1), ev('m', 'PENDING', T + 2, { code: 2001, reason: 'parked', service: 'router' })]);
+    expect(parked.messages[0]).toMatchObject({ status: 'PENDING', code: 2001, reason: 'parked', updated_at: T + 2 });
+    // an earlier PENDING arriving later does not hide it; nor does a PENDING of an earlier attempt
+    const late = foldBatch([ev('m', 'PENDING', T + 2, { code: 2002, reason: 'held' }), ev('m', 'PENDING', T + 1)]);
+    expect(late.messages[0]).toMatchObject({ code: 2002, reason: 'held' });
+    const old = foldBatch([ev('m', 'PENDING', T + 1, { attempt: 1 }), ev('m', 'PENDING', T + 2, { attempt: 0, code: 2001 })]);
+    expect(old.messages[0]).toMatchObject({ attempt: 1, code: null });
+    // only PENDING is refined: terminal states keep the first
+    const done = foldBatch([ev('m', 'DEAD', T + 1, { code: 3005 }), ev('m', 'DEAD', T + 2, { code: 3006 })]);
+    expect(done.messages[0]).toMatchObject({ code: 3005 });
   });
 
   it('drops an event delivered twice in one batch to one timeline row', () => {
@@ -96,9 +145,20 @@ describe('foldBatch', () => {
     const clean = '{"candidates":[{"agent":"a","score":0.71}],"big":12345678901234567890}';
     expect(detailOf(clean).json).toBe(clean);
     expect(detailOf(clean).value).toMatchObject({ candidates: [{ agent: 'a' }] });
-    expect(detailOf('{"k":"a\\u0000b"}')).toEqual({ value: { k: 'ab' }, json: '{"k":"ab"}' });
-    expect(detailOf('oops')).toEqual({ value: { raw: 'oops' }, json: '{"raw":"oops"}' });
-    expect(detailOf('null')).toEqual({ value: null, json: null });
+    expect(detailOf('{"k":"a\\u0000b"}')).toEqual({ value: { k: 'ab' }, json: '{"k":"ab"}', unscrubbed: { k: 'a\u0000b' } });
+    expect(detailOf('oops')).toEqual({ value: { raw: 'oops' }, json: '{"raw":"oops"}', unscrubbed: { raw: 'oops' } });
+    expect(detailOf('null')).toEqual({ value: null, json: null, unscrubbed: null });
+  });
+
+  it('keeps a result holding NUL as the agent sent it (JSON text in a jsonb string); the timeline copy is scrubbed', () => {
+    const result = { status: 'ok', payload: { 'k\u0000': 'a\u0000b' } };
+    const b = foldBatch([ev('m', 'DELIVERED', T, { detail_json: JSON.stringify({ result }) })]);
+    const stored = b.messages[0]!.result!;
+    expect(typeof JSON.parse(stored)).toBe('string');
+    expect(resultFromJsonb(JSON.parse(stored))).toEqual(result);
+    expect(b.events[0]!.detail).toBe('{"result":{"status":"ok","payload":{"k":"ab"}}}');
+    const plain = foldBatch([ev('n', 'DELIVERED', T, { detail_json: JSON.stringify({ result: { status: 'ok', payload: 1 } }) })]);
+    expect(plain.messages[0]!.result).toBe('{"status":"ok","payload":1}');
   });
 
   it('refuses ids no index can hold', () => {
@@ -121,7 +181,10 @@ describe('writer', () => {
 
   it('writes a batch in one statement whose parameters do not grow with the batch', () => {
     expect(WRITE_SQL.match(/\$\d+/g)!.length).toBe(36);
-    expect(WRITE_SQL).toMatch(/WHERE \(excluded\.attempt, excluded\.state_rank\) > \(cur\.attempt, cur\.state_rank\)/);
+    // Forward only: a later (attempt, state_rank) — apart from a cancel, which nothing moves on (see above).
+    expect(WRITE_SQL).toMatch(
+      /WHERE \(NOT \(cur\.status = 'DEAD' AND cur\.code IS NOT DISTINCT FROM 3007\) AND \(\(excluded\.status = 'DEAD' AND excluded\.code IS NOT DISTINCT FROM 3007 AND cur\.state_rank < 3\) OR \(excluded\.attempt, excluded\.state_rank\) > \(cur\.attempt, cur\.state_rank\)\)\)/,
+    );
     expect(WRITE_SQL).toMatch(/ON CONFLICT \(event_id, created_at\) DO NOTHING/);
   });
 });

@@ -4,13 +4,14 @@ import { printJson, usageError } from '../api.js';
 import { table } from '../output.js';
 
 /**
- * `reach dlq list|show|replay|purge …` (DESIGN §5): the dead-letter admin API (DESIGN §3) on
+ * `reach dlq list|show|replay|purge …` (docs/design.md §5): the dead-letter admin API (docs/design.md §3) on
  * the dead-letter port, with the admin token of `reach up` (or REACH_ADMIN_TOKEN).
  */
 export const DLQ_USAGE = `  reach dlq list [--reason R] [--capability C] [--status S] [--since T] [--until T] [--limit N] [--cursor X]
                           dead letters, newest first (T: RFC 3339 or epoch ms)
   reach dlq show <dlq_id>               one entry: error, history, envelope (or raw bytes)
-  reach dlq replay <dlq_id>             send one entry back through ingress as a new attempt
+  reach dlq replay <dlq_id> [--dry-run] send one entry back through ingress as a new attempt
+                          (--dry-run: show the entry and the attempt it would start; send nothing)
   reach dlq replay (--reason R | --capability C | --since T [--until T] | --status S) [--dry-run] [--rate N] [--limit N]
                           replay every matching PARKED/DEAD entry, N per second (default 50)
   reach dlq purge <dlq_id>              purge an entry (kept for audit as PURGED, bytes dropped)`;
@@ -37,6 +38,20 @@ function listRows(entries: Entry[]): Array<Record<string, unknown>> {
     created_at: e.created_at,
     error: short(e.error, 60),
   }));
+}
+
+/**
+ * Where a dead letter came from, for people: the topic with the record's partition and offset,
+ * or why there is no single record (before, `reach dlq show` printed partition and offset null).
+ */
+export function sourceText(source: unknown): string {
+  const s = (source !== null && typeof source === 'object' ? source : {}) as { topic?: unknown; partition?: unknown; offset?: unknown };
+  const topic = typeof s.topic === 'string' && s.topic !== '' ? s.topic : 'unknown';
+  if (s.partition !== null && s.partition !== undefined && s.offset !== null && s.offset !== undefined) {
+    return `${topic} partition ${String(s.partition)} offset ${String(s.offset)}`;
+  }
+  if (topic === 'http') return 'http (submitted over HTTP: no Kafka record)';
+  return `${topic} (no single record: declared from what the stage kept, e.g. the read model)`;
 }
 
 /** The bin's entry point for `reach dlq …`; returns the exit status. */
@@ -93,7 +108,7 @@ export async function dlqCommand(argv: string[]): Promise<number> {
           return 0;
         }
         const { history, envelope, raw_b64, source, ...fields } = e;
-        const rows = Object.entries({ ...fields, source: source })
+        const rows = Object.entries({ ...fields, source: sourceText(source) })
           .filter(([, val]) => val !== null && val !== undefined)
           .map(([field, value]) => ({ field, value }));
         process.stdout.write(table(rows, ['field', 'value']));
@@ -104,9 +119,13 @@ export async function dlqCommand(argv: string[]): Promise<number> {
       }
       case 'replay': {
         if (id) {
-          const r = await call<Entry>('POST', `/v1/dlq/${encodeURIComponent(id)}/replay`);
+          const dryRun = v['dry-run'];
+          const r = await call<Entry>('POST', `/v1/dlq/${encodeURIComponent(id)}/replay`, dryRun ? { dry_run: true } : undefined);
           if (v.json) printJson(r);
-          else process.stdout.write(`replayed ${String(r.dlq_id)} (message ${String(r.message_id)}) as attempt ${String(r.attempt)}\n`);
+          else if (dryRun) {
+            process.stdout.write(`dry run: would replay ${String(r.dlq_id)} (message ${String(r.message_id)}) as attempt ${String(r.attempt)}; nothing sent\n`);
+            process.stdout.write(table(listRows([r])));
+          } else process.stdout.write(`replayed ${String(r.dlq_id)} (message ${String(r.message_id)}) as attempt ${String(r.attempt)}\n`);
           return 0;
         }
         const body: Record<string, unknown> = {};

@@ -5,8 +5,8 @@ import { printJson, usageError } from '../api.js';
 import { table } from '../output.js';
 
 /**
- * `reach quota set|get|list|reset …` (DESIGN §5, SPEC R-D7): per-producer quota overrides
- * through the admin API on ingress (DESIGN §3), with the admin token of `reach up` (or
+ * `reach quota set|get|list|reset …` (docs/design.md §5, R-D7): per-producer quota overrides
+ * through the admin API on ingress (docs/design.md §3), with the admin token of `reach up` (or
  * REACH_ADMIN_TOKEN).
  */
 export const QUOTA_USAGE = `  reach quota set <agent_id> <rate_per_s> [--burst N]

@@ -6,7 +6,7 @@ import { printJson, usageError } from '../api.js';
 import { table } from '../output.js';
 
 /**
- * `reach rules check|explain|bench …` (DESIGN §5): the ReachRule file checked offline
+ * `reach rules check|explain|bench …` (docs/design.md §5): the ReachRule file checked offline
  * (docs/rules.md), and a routing decision explained by the running router.
  */
 export const RULES_USAGE = `  reach rules check <file> [--json]    validate a rules file: every problem as file:line:column (exit 1 on errors)

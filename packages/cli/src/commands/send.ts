@@ -18,11 +18,26 @@ export interface SendArgs {
 
 const DEFAULT_WAIT_MS = 30_000;
 
+interface Copy {
+  message_id: string;
+  agent_id: string | null;
+  status: string;
+}
+
+/** A waited-for topic publish answers with its copies, one per subscriber, each tracked under its own id. */
+function printCopies(out: Readonly<Record<string, unknown>>): void {
+  if (!Array.isArray(out.copies)) return;
+  const copies = out.copies as Copy[];
+  const total = typeof out.copies_total === 'number' ? out.copies_total : copies.length;
+  process.stdout.write(`fanned out to ${total} ${total === 1 ? 'copy' : 'copies'} (reach status <copy> for each):\n`);
+  if (copies.length > 0) process.stdout.write(table(copies.map((c) => ({ copy: c.message_id, agent_id: c.agent_id ?? '', status: c.status }))));
+}
+
 /**
  * `reach send --capability C | --topic T | --agent ID --payload JSON [--wait] [--json]`: submits a
  * message through the ingress HTTP API with the admin token; `--wait` waits for the handler's
- * result (`?wait_ms`). Exit 1 when the API refuses it, the wait runs out, or the message ends
- * REJECTED/DEAD.
+ * result (`?wait_ms`) — for a topic, until it is fanned out (DELIVERED, with its copies). Exit 1
+ * when the API refuses it, the wait runs out, or the message ends REJECTED/DEAD.
  */
 export async function send(args: SendArgs): Promise<number> {
   const targets = [args.capability, args.topic, args.agent].filter((t) => t !== undefined);
@@ -62,6 +77,7 @@ export async function send(args: SendArgs): Promise<number> {
       const duplicate = out.http_status === 200 && waitMs === undefined;
       process.stdout.write(table([{ message_id: out.message_id, status: out.status, ...(duplicate ? { duplicate: 'yes (same idempotency key)' } : {}) }]));
       if (out.result !== undefined) process.stdout.write(`result: ${JSON.stringify(out.result, null, 2)}\n`);
+      printCopies(out);
     }
     return failed ? 1 : 0;
   } catch (err) {

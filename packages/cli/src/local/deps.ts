@@ -5,7 +5,7 @@ import { createRedis } from '@reach/store';
 import { portOpen, waitFor } from './net.js';
 
 /**
- * PostgreSQL and Redis are the machine's own servers (DESIGN §7): used where they run, started
+ * PostgreSQL and Redis are the machine's own servers (docs/design.md §7): used where they run, started
  * when installed but stopped, and reported clearly when absent.
  */
 function which(bin: string): boolean {

@@ -10,7 +10,7 @@ import {
   type KafkaSecurity,
 } from '@reach/kafka';
 import { registerSchemas } from '@reach/envelope';
-import { createPgPool, ensureDatabase, ensurePartitions, migrate } from '@reach/store';
+import { createPgPool, ensureDatabase, migrate } from '@reach/store';
 import type { Logger } from '@reach/core';
 
 export interface SetupConfig {
@@ -42,7 +42,6 @@ export async function setupStack(cfg: SetupConfig, log: Logger, progress: (msg: 
   const pool = createPgPool(cfg.databaseUrl, { logger: log });
   try {
     const applied = await migrate(pool, log);
-    await ensurePartitions(pool);
     const db = decodeURIComponent(new URL(cfg.databaseUrl).pathname.slice(1));
     progress(
       `${created ? `database ${db} created, ` : ''}${applied.length ? `database migrated (${applied.join(', ')})` : `database ${db}: schema up to date`}`,

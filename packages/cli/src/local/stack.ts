@@ -47,6 +47,23 @@ export const SERVICES = [
 ] as const;
 
 /** Largest `reach up --instances`. */
+/**
+ * Node flags of every service process, for an RSS that stays flat (no leak, and no swings that
+ * look like one). The same flags are in deploy/docker/Dockerfile.
+ * - The young generation is capped at 16 MB semi-spaces: left to itself, V8 (Node 24) grew it
+ *   to 128 MB in a service whose live heap was ~35 MB, and shrank it again after quiet spells,
+ *   so RSS swung by ~70 MB (`pnpm soak`, 6 December: ingress 186–252 MB). Not pinned there: a
+ *   pinned young generation made the quiet services (registry, console) touch its 32 MB page
+ *   by page over half an hour, their RSS creeping 15–23 MB (`pnpm soak`, 7 December).
+ * - The old generation may grow 50 % past its live size before a full collection, instead of
+ *   V8's dynamic factor (up to 4× on a small heap): at 200 msg/s the router's live ~20 MB of old
+ *   generation swung between 18 and 77 MB a minute (promoted Redis client garbage), and its RSS
+ *   climbed for 20 minutes (155–222 MB); with the flag it stayed at 158–160 MB for the hour.
+ *   Costs a full collection of a ~30 MB heap every few seconds at load, a fraction of a percent
+ *   of a core.
+ */
+export const SERVICE_NODE_FLAGS = ['--enable-source-maps', '--max-semi-space-size=16', '--heap-growing-percent=50'] as const;
+
 export const MAX_INSTANCES = 5;
 /** Instance i (1-based) of a service listens on its REACH_*_PORT + 100·(i − 1): 7410, 7510, 7610 … */
 export const INSTANCE_PORT_STEP = 100;
@@ -343,7 +360,7 @@ export async function upStack(
     );
     state.replication = { replicationFactor, minInsyncReplicas };
 
-    // REACH_ADMIN_TOKEN (DESIGN §3) and REACH_TOKEN_SECRET: given, or generated once and kept.
+    // REACH_ADMIN_TOKEN (docs/design.md §3) and REACH_TOKEN_SECRET: given, or generated once and kept.
     const admin = localSecret(p.adminToken, env.REACH_ADMIN_TOKEN);
     childEnv.REACH_ADMIN_TOKEN = admin.value;
     if (admin.file) state.adminTokenFile = admin.file;
@@ -377,7 +394,7 @@ export async function upStack(
             return supervisor.start({
               name: inst.name,
               cmd: process.execPath,
-              args: ['--enable-source-maps', join(ROOT, 'services', svc.name, 'dist/main.js')],
+              args: [...SERVICE_NODE_FLAGS, join(ROOT, 'services', svc.name, 'dist/main.js')],
               env: {
                 ...childEnv,
                 [inst.portEnv]: String(inst.port),

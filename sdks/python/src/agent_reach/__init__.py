@@ -7,10 +7,12 @@ API; ``agent_reach.testing`` runs agents against a local stack in pytest.
 
 from .backoff import RECONNECT_BACKOFF, Backoff, reconnect_delay
 from .dedupe import DedupeCache, DedupeOptions, dedupe_key
+from .direct import LocalReachProcess, shared_local_reach
 from .env import ConnectionSettings, connection_from_env, ssl_context_from_files
 from .errors import ERROR_CODES, AgentReplacedError, ErrorCodeInfo, NonRetryableError, ReachError, error_info
 from .handler_context import AgentApi, Handler, HandlerContext
 from .message import AgentDescriptor, CapabilitySpec, LoadReport, Message, Receipt, Registration
+from .mode import REACH_MODES, ReachMode, mode_of
 from .node import AgentNode
 from .pending_requests import Reply
 from .reach_client import ReachClient
@@ -21,6 +23,11 @@ from .token_expiry import refresh_delay, token_lifetime
 __version__ = "0.1.0"
 
 __all__ = [
+    "LocalReachProcess",
+    "REACH_MODES",
+    "ReachMode",
+    "mode_of",
+    "shared_local_reach",
     "AgentApi",
     "AgentDescriptor",
     "AgentNode",

@@ -30,6 +30,9 @@ from .work_queue import WorkQueue
 
 #: Largest result payload: it becomes the payload of a task_result envelope.
 MAX_RESULT_BYTES = 256 * 1024
+# The code of a retryable reject that hands back work never started (2002 SATURATED): the
+# dispatcher retries it elsewhere without counting it against this agent's circuit.
+HAND_BACK = 2002
 TASK_RESULT = "task_result"
 
 
@@ -75,12 +78,17 @@ def failure_of(err: BaseException) -> Failure:
 
 
 def check_result(value: Any) -> Failure | None:
-    """A result must fit in a task_result envelope."""
+    """A result must fit in a task_result envelope: at most 256 KiB of payload as the protocol
+    counts it (the bytes themselves, or the UTF-8 JSON text; never the base64 text or the frame).
+    A larger one is refused here with the dispatcher's words: the delivery is rejected (final),
+    so the sender learns at once."""
     try:
-        size = len(value) if isinstance(value, (bytes, bytearray, memoryview)) else json_size(value)
+        size = memoryview(value).nbytes if isinstance(value, (bytes, bytearray, memoryview)) else json_size(value)
     except (TypeError, ValueError) as err:
         return Failure(3003, f"result is not JSON-serialisable: {err}", False)
-    return Failure(4102, f"result is {size} bytes; the limit is {MAX_RESULT_BYTES}", False) if size > MAX_RESULT_BYTES else None
+    if size <= MAX_RESULT_BYTES:
+        return None
+    return Failure(4102, f"result refused: 4102 PAYLOAD_TOO_LARGE: result payload is {size} bytes; the limit is {MAX_RESULT_BYTES}", False)
 
 
 def expects_result(m: Message) -> bool:
@@ -166,7 +174,7 @@ class DeliveryRunner:
         """Takes one delivery meant for a handler."""
         m = d.message
         if not self._accepting:
-            self.reject(d, 3003, "agent is stopping", True)
+            self.reject(d, HAND_BACK, "agent is stopping", True)
             return
         key = dedupe_key(m)
         earlier = self._dedupe.get(key)
@@ -198,7 +206,7 @@ class DeliveryRunner:
         """Deliveries that have not started go back to the dispatcher (retryable), for another agent."""
         self._accepting = False
         for job in self._queue.take_queued():
-            self._finish(job, None, Failure(3003, "agent is stopping", True), self._log)
+            self._finish(job, None, Failure(HAND_BACK, "agent is stopping", True), self._log)
 
     async def idle(self) -> None:
         await self._queue.idle()
@@ -249,6 +257,11 @@ class DeliveryRunner:
         started = time.monotonic()
         outcome: Outcome | None = None
         failure: Failure | None = None
+        # A final refusal the handler chose (NonRetryableError: bad input) is the agent working as
+        # it should: it must not lower the health the heartbeats report. Two of them took an agent
+        # to health 0, COOLDOWN and 2001 for its senders (issue 25). A crash, a retryable failure,
+        # a cancelled handler or a result the node cannot send still counts.
+        refused = False
         try:
             value = await self._call(job.handler, m, ctx)
             failure = check_result(value)
@@ -257,14 +270,17 @@ class DeliveryRunner:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # this task itself is being cancelled (the loop is shutting down)
-            failure = Failure(3003, "the handler was cancelled: the agent stopped before it finished", True)
+            # Cancelled by the node's own stop (drain time up): handed back, not the agent failing.
+            code = 3003 if self._accepting else HAND_BACK
+            failure = Failure(code, "the handler was cancelled: the agent stopped before it finished", True)
         except Exception as err:
             failure = failure_of(err)
+            refused = not failure.retryable
         finally:
             if reporter is not None:
                 reporter.cancel()
             self._contexts.discard(ctx)
-        self._outcomes.record(failure is None, (time.monotonic() - started) * 1000)
+        self._outcomes.record(failure is None or refused, (time.monotonic() - started) * 1000)
         self._finish(job, outcome if failure is None else None, failure, log)
 
     async def _call(self, h: _Registered, m: Message, ctx: HandlerContext) -> Any:

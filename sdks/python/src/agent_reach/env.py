@@ -4,6 +4,7 @@ The SDK's variables are named ``AGENT_REACH_*``, never ``REACH_*``: those are th
 options, and a service refuses to start with a ``REACH_*`` name it does not know. The defaults
 are the local stack of ``reach up``.
 
+    AGENT_REACH_MODE            queued (default) or direct: no infrastructure, a local control plane (agent_reach.direct)
     AGENT_REACH_REGISTRY_URL    http://127.0.0.1:7411
     AGENT_REACH_DISPATCHER_URL  ws://127.0.0.1:7412/v1/connect
     AGENT_REACH_INGRESS_URL     http://127.0.0.1:7410
@@ -19,6 +20,8 @@ import ssl
 from dataclasses import dataclass
 from typing import Mapping
 
+from .mode import mode_of
+
 
 @dataclass(frozen=True, slots=True)
 class ConnectionSettings:
@@ -26,6 +29,11 @@ class ConnectionSettings:
     dispatcher_url: str
     ingress_url: str
     token: str | None = None
+    #: AGENT_REACH_MODE: ``queued`` (default) or ``direct``.
+    mode: str = "queued"
+    #: The registry or dispatcher URL was set (not the defaults): a direct-mode node joins that
+    #: control plane (e.g. a test's) instead of starting its own.
+    explicit_endpoints: bool = False
     #: TLS settings for https/wss with a private CA (None: the system trust store).
     ssl_context: ssl.SSLContext | None = None
 
@@ -50,5 +58,7 @@ def connection_from_env(env: Mapping[str, str] | None = None) -> ConnectionSetti
         dispatcher_url=e.get("AGENT_REACH_DISPATCHER_URL") or "ws://127.0.0.1:7412/v1/connect",
         ingress_url=e.get("AGENT_REACH_INGRESS_URL") or "http://127.0.0.1:7410",
         token=e.get("AGENT_REACH_TOKEN") or None,
+        mode=mode_of(None, e),
+        explicit_endpoints=bool(e.get("AGENT_REACH_REGISTRY_URL") or e.get("AGENT_REACH_DISPATCHER_URL")),
         ssl_context=ssl_context_from_files(e.get("AGENT_REACH_CA_FILE"), e.get("AGENT_REACH_CLIENT_CERT"), e.get("AGENT_REACH_CLIENT_KEY")),
     )

@@ -36,6 +36,7 @@ ERROR_CODES: tuple[ErrorCodeInfo, ...] = (
     ErrorCodeInfo(3004, "RETRIES_EXHAUSTED", False, 502, "Every allowed attempt failed."),
     ErrorCodeInfo(3005, "BUDGET_EXCEEDED", False, 504, "The message's end-to-end time budget ran out."),
     ErrorCodeInfo(3006, "EXPIRED", False, 410, "The message passed its expire_at."),
+    ErrorCodeInfo(3007, "CANCELED", False, 409, "The sender canceled the message before it was delivered (A2A CancelTask); it ends DEAD with this code."),
     ErrorCodeInfo(4101, "INVALID_ENVELOPE", False, 400, "The envelope could not be decoded or breaks a rule (fields, exactly one target, types)."),
     ErrorCodeInfo(4102, "PAYLOAD_TOO_LARGE", False, 413, "The payload exceeds the limit (256 KiB by default); send large data by reference."),
     ErrorCodeInfo(4103, "UNKNOWN_SCHEMA", False, 400, "The record names a schema id the registry does not know."),

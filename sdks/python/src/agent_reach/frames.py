@@ -70,7 +70,17 @@ class TokenRefreshed:
     expires_at: str
 
 
-ServerFrame = Union[Welcome, Deliver, Accepted, ErrorFrame, Ping, Pong, TokenRefreshed]
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """The pre-flight view (``routes``, after ``subscribe_routes``): by capability and topic, 0 or
+    the code a message would be refused with; ``full`` replaces the view, else None removes a name."""
+
+    full: bool
+    capabilities: dict[str, int | None]
+    topics: dict[str, int | None]
+
+
+ServerFrame = Union[Welcome, Deliver, Accepted, ErrorFrame, Ping, Pong, TokenRefreshed, Routes]
 
 _TRACEPARENT = re.compile(r"^[\da-f]{2}-([\da-f]{32})-([\da-f]{16})-[\da-f]{2}$")
 
@@ -151,7 +161,15 @@ def parse_server_frame(text: str, now_ms: float) -> ServerFrame | None:
         return Pong(_num(f.get("ts")) or now_ms)
     if kind == "token_refreshed":
         return TokenRefreshed(_str(f.get("expires_at")) or "")
+    if kind == "routes":
+        return Routes(full=f.get("full") is True, capabilities=_codes(f.get("capabilities")), topics=_codes(f.get("topics")))
     return None
+
+
+def _codes(v: Any) -> dict[str, int | None]:
+    if not isinstance(v, dict):
+        return {}
+    return {str(k): c for k, c in v.items() if c is None or (isinstance(c, int) and not isinstance(c, bool))}
 
 
 # Frames an agent sends. Optional fields are left out rather than sent as null.

@@ -28,7 +28,7 @@ class AgentApi(Protocol):
     @property
     def agent_id(self) -> str | None: ...
 
-    async def send(self, fields: Mapping[str, Any] | None = None, /, **more: Any) -> str: ...
+    async def send(self, fields: Mapping[str, Any] | None = None, /, *, preflight: bool = False, **more: Any) -> str: ...
 
     async def publish(
         self,
@@ -42,6 +42,7 @@ class AgentApi(Protocol):
         trace_id: str | None = None,
         traceparent: str | None = None,
         tags: list[str] | None = None,
+        preflight: bool = False,
     ) -> str: ...
 
     async def request(
@@ -127,10 +128,10 @@ class ContinuingApi:
             return traceparent, trace_id
         return (self._traceparent, None) if self._traceparent else (None, self._trace_id)
 
-    async def send(self, fields: Mapping[str, Any] | None = None, /, **more: Any) -> str:
+    async def send(self, fields: Mapping[str, Any] | None = None, /, *, preflight: bool = False, **more: Any) -> str:
         merged = {**(fields or {}), **more}
         traceparent, trace_id = self._trace(merged.get("traceparent"), merged.get("trace_id"))
-        return await self._api.send({**merged, "traceparent": traceparent, "trace_id": trace_id})
+        return await self._api.send({**merged, "traceparent": traceparent, "trace_id": trace_id}, preflight=preflight)
 
     async def publish(
         self,
@@ -144,6 +145,7 @@ class ContinuingApi:
         trace_id: str | None = None,
         traceparent: str | None = None,
         tags: list[str] | None = None,
+        preflight: bool = False,
     ) -> str:
         traceparent, trace_id = self._trace(traceparent, trace_id)
         return await self._api.publish(
@@ -156,6 +158,7 @@ class ContinuingApi:
             trace_id=trace_id,
             traceparent=traceparent,
             tags=tags,
+            preflight=preflight,
         )
 
     async def request(

@@ -29,6 +29,16 @@ def _time(v: Any) -> str | None:
     return _str(v)
 
 
+class PayloadBytes(bytes):
+    """``Message.payload_bytes``: plain bytes, except that calling them like a method (a common
+    slip: ``msg.payload_bytes()``) says what to write instead of "'bytes' object is not callable"."""
+
+    __slots__ = ()
+
+    def __call__(self) -> bytes:
+        raise TypeError("Message.payload_bytes is a property, not a method: write msg.payload_bytes (bytes, or None for a JSON payload)")
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     message_id: str
@@ -61,8 +71,8 @@ class Message:
 
     @property
     def payload_bytes(self) -> bytes | None:
-        """The payload as bytes when it came as ``payload_b64``."""
-        return base64.b64decode(self.payload_b64) if self.payload_b64 is not None else None
+        """The payload as bytes when it came as ``payload_b64`` (a property: ``msg.payload_bytes``)."""
+        return PayloadBytes(base64.b64decode(self.payload_b64)) if self.payload_b64 is not None else None
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> "Message | None":
@@ -115,6 +125,9 @@ class CapabilitySpec(TypedDict, total=False):
     consumption: Literal["single", "aggregate", "stream", "batch"]
     scope: dict[str, Any]
     constraints: dict[str, Any]
+    # what the capability does, and example inputs: the skill on the A2A Agent Card (kept in scope)
+    description: str
+    examples: list[str]
 
 
 class AgentDescriptor(TypedDict, total=False):

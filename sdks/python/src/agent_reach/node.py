@@ -32,16 +32,19 @@ from .agent_socket import CLOSE_AUTH_FAILED, CLOSE_DUPLICATE, AgentSocket
 from .backoff import RECONNECT_BACKOFF, Backoff, reconnect_delay
 from .dedupe import DedupeOptions
 from .delivery_runner import DeliveryRunner
+from .direct import shared_local_reach
 from .env import connection_from_env
 from .errors import AgentReplacedError, NonRetryableError, ReachError, error_for_code
-from .frames import Accepted, AgentFrame, Deliver, ErrorFrame, ServerFrame, TokenRefreshed
+from .frames import Accepted, AgentFrame, Deliver, ErrorFrame, Routes, ServerFrame, TokenRefreshed
 from .http import JsonHttp
 from .ids import new_id, new_message_id
 from .message import AgentDescriptor, CapabilitySpec, LoadReport, Message, Receipt, Registration
+from .mode import mode_of
 from .payload import envelope_fields
 from .pending_requests import PendingRequests, Reply
 from .reach_client import ReachClient
 from .registry_client import RegistryClient
+from .routes_view import RouteKind, RoutesView
 from .session import context_to_headers
 from .token_expiry import refresh_delay, token_lifetime
 
@@ -92,6 +95,7 @@ class AgentNode:
         registry_url: str | None = None,
         dispatcher_url: str | None = None,
         ingress_url: str | None = None,
+        mode: str | None = None,
         token: str | None = None,
         ssl_context: ssl.SSLContext | None = None,
         logger: logging.Logger | None = None,
@@ -105,14 +109,26 @@ class AgentNode:
         token_refresh_ratio: float = 0.8,
         dedupe: DedupeOptions = DedupeOptions(),
         report_progress: bool = True,
+        preflight: bool = True,
         handle_signals: bool = True,
         random: Callable[[], float] = _random.random,
     ) -> None:
         """Endpoints not given come from AGENT_REACH_REGISTRY_URL, _DISPATCHER_URL, _INGRESS_URL and
         _TOKEN (defaults: the local stack). ``token`` is the enrollment (or admin) token that
         registration needs when the registry asks for one. ``ssl_context`` (else AGENT_REACH_CA_FILE)
-        trusts a private CA for https/wss endpoints. Times are in seconds."""
+        trusts a private CA for https/wss endpoints. Times are in seconds.
+
+        ``preflight`` (R-G6): keep the dispatcher's ``routes`` view of what this agent can
+        reach and check request() against it — and send()/publish() when they ask — failing fast
+        with 2001, 2003 or 3001 without a round trip; False: no view, no check.
+
+        ``mode`` (else AGENT_REACH_MODE, else ``queued``): ``direct`` runs without infrastructure —
+        given no endpoints, the node joins the process's local control plane
+        (``agent_reach.direct``) at start."""
         env = connection_from_env()
+        self._mode = mode_of(mode)
+        #: Direct mode without endpoints (arguments or AGENT_REACH_*_URL): the process's own local control plane's, at start().
+        self._join_local = self._mode == "direct" and registry_url is None and dispatcher_url is None and not env.explicit_endpoints
         self._registry_url = registry_url or env.registry_url
         self._url = _ws_url(dispatcher_url or env.dispatcher_url)
         self._ingress_url = ingress_url or env.ingress_url
@@ -141,6 +157,9 @@ class AgentNode:
             api=self,
         )
         self._requests = PendingRequests()
+        self._preflight = preflight
+        #: What this agent can reach, from the dispatcher's ``routes`` frames (pre-flight, R-G6).
+        self._routes = RoutesView()
         self._sends: dict[str, _PendingSend] = {}
         self._listeners: dict[str, list[Listener]] = {}
         self._outbox: deque[AgentFrame] = deque()
@@ -257,6 +276,9 @@ class AgentNode:
         self._state = "starting"
         self._stopped = asyncio.Event()
         self._renewal_lock = asyncio.Lock()
+        if self._join_local:
+            local = await asyncio.to_thread(shared_local_reach)
+            self._registry_url, self._url, self._ingress_url = local.registry_url, _ws_url(local.dispatcher_url), local.ingress_url
         self._http = JsonHttp(ssl_context=self._ssl_context)
         self._registry = RegistryClient(self._registry_url, self._http)
         self._capabilities = self._declared_capabilities()
@@ -311,17 +333,33 @@ class AgentNode:
 
     # ── sending ────────────────────────────────────────────────────────────────────────────
 
-    async def send(self, fields: Mapping[str, Any] | None = None, /, **more: Any) -> str:
+    async def send(self, fields: Mapping[str, Any] | None = None, /, *, preflight: bool = False, **more: Any) -> str:
         """Sends one message over the WebSocket; returns its message id once the dispatcher
         accepted it, raises the ``error`` frame's code. Exactly one of ``capability``,
         ``topic``, ``target_agent_id``. While disconnected it waits for the next connection,
-        up to ``send_timeout`` (1001)."""
+        up to ``send_timeout`` (1001).
+
+        ``preflight=True`` checks a capability or topic against the local routes view first
+        (R-G6): 2001, 2003 or 3001 without sending (a message with ``expire_at``, which the
+        router parks instead, only for 2003)."""
         if self._state in ("stopping", "stopped"):
             raise ReachError("CONNECTION_CLOSED", "the agent node is stopped")
         given = {**(fields or {}), **more}
         targets = [t for t in ("capability", "topic", "target_agent_id") if given.get(t)]
         if len(targets) != 1:
             raise NonRetryableError("INVALID_ENVELOPE", f"exactly one of capability, topic, target_agent_id must be set (got {len(targets)})")
+        if preflight and self._preflight:
+            # A message with expire_at may wait for an agent: the router parks it rather than refuse it.
+            may_wait = given.get("expire_at") is not None
+            refused = (
+                self._routes.refusal("capability", str(given["capability"]), may_wait=may_wait)
+                if given.get("capability")
+                else self._routes.refusal("topic", str(given["topic"]), may_wait=may_wait)
+                if given.get("topic")
+                else None
+            )
+            if refused is not None:
+                raise refused
         client_ref = new_id("ref")
         # The id is chosen here so a request can wait for its answer before the send completes.
         envelope = envelope_fields({**given, "message_id": given.get("message_id") or new_message_id()})
@@ -349,9 +387,13 @@ class AgentNode:
         trace_id: str | None = None,
         traceparent: str | None = None,
         tags: list[str] | None = None,
+        preflight: bool = False,
     ) -> str:
-        """Publishes an event to a topic: every subscriber gets a copy."""
+        """Publishes an event to a topic: every subscriber gets a copy. ``preflight=True`` checks the
+        topic against the local routes view first (2001, 2003, 3001 without sending); off by
+        default, as a publish nobody hears is still REJECTED 2001 with a receipt."""
         return await self.send(
+            preflight=preflight,
             topic=topic,
             message_type=EVENT,
             payload=payload,
@@ -422,8 +464,13 @@ class AgentNode:
         agent_id = self.agent_id
         if not agent_id:
             raise ReachError("CONNECTION_CLOSED", "request() needs a started node (reply_to is this agent)")
-        if preflight and not await self.can_reach(capability):
-            raise NonRetryableError("NO_ROUTE", f"no live agent offers {capability}", details={"capability": capability})
+        if preflight and self._preflight:
+            # The local view when the dispatcher sent one (no round trip), else the registry.
+            refused = self._routes.refusal("capability", capability)
+            if refused is not None:
+                raise refused
+            if self._routes.verdict("capability", capability) is None and not await self._registry_offers(capability):
+                raise NonRetryableError("NO_ROUTE", f"no live agent offers {capability}", details={"capability": capability})
         wait = self._request_timeout if timeout is None else timeout
         message_id = new_message_id()
         fragments = dict(context or {})
@@ -449,8 +496,27 @@ class AgentNode:
             raise
         return await reply
 
-    async def can_reach(self, capability: str) -> bool:
-        """Does any ONLINE agent offer ``capability`` in the registry's view?"""
+    async def can_reach(self, name: str, kind: RouteKind = "capability") -> bool:
+        """Would a message to ``name`` be routed now? From the local routes view (ONLINE,
+        connected, domain allowed, circuit not open) once there is one, else from the registry."""
+        verdict = self._routes.verdict(kind, name)
+        if verdict is not None:
+            return verdict == 0
+        return await self._registry_offers(name) if kind == "capability" else True
+
+    def route_verdict(self, name: str, kind: RouteKind = "capability") -> int | None:
+        """The local routes view's verdict: 0 routable, else the refusal code; None until the first view."""
+        return self._routes.verdict(kind, name)
+
+    @property
+    def routes_view(self) -> str:
+        """The local routes view: ``off`` (preflight=False), ``waiting`` (no complete view on the
+        current connection yet: nothing is refused from it) or ``ready``."""
+        if not self._preflight:
+            return "off"
+        return "ready" if self._routes.ready else "waiting"
+
+    async def _registry_offers(self, capability: str) -> bool:
         assert self._registry is not None, "can_reach() needs a started node"
         agents = await self._registry.list(capability=capability, token=self.token or self._token)
         return any((a.get("status") or "ONLINE") == "ONLINE" for a in agents)
@@ -633,6 +699,11 @@ class AgentNode:
             self._log.warning("the dispatcher resumes from seq %d, before our last_seq %d", resume_from, self._last_seq)
             self._last_seq = resume_from
         socket.start(self._on_frame, self._on_socket_close)
+        # What an earlier connection's dispatcher said is forgotten: no verdict until this one's full view.
+        self._routes.reset()
+        if self._preflight:
+            # The pre-flight view over this socket (a dispatcher without it answers with an error).
+            socket.send({"type": "subscribe_routes"})
         self._log.info("connected to the dispatcher as %s (connection %s, last_seq %d, resume_from %s)", reg.agent_id, socket.connection_id, self._last_seq, socket.welcome.resume_from)
         self._flush_outbox()
         for pending in self._sends.values():
@@ -658,6 +729,8 @@ class AgentNode:
         if socket is not self._socket:
             return  # a connection this node replaced itself
         self._socket = None
+        # The view came on this connection and is no longer kept current: it decides nothing until the next one's.
+        self._routes.reset()
         self._resend_unsure(socket)
         self._fire("disconnected", {"code": code, "reason": reason})
         if self._state in ("stopping", "stopped"):
@@ -785,6 +858,8 @@ class AgentNode:
                 pending.future.set_exception(error_for_code(frame.code, frame.message or frame.name, {"name": frame.name}))
             else:
                 self._log.warning("error from the dispatcher: %d %s %s", frame.code, frame.name, frame.message)
+        elif isinstance(frame, Routes):
+            self._routes.apply(frame)
         elif isinstance(frame, TokenRefreshed):
             if self._token_refreshed is not None and not self._token_refreshed.done():
                 self._token_refreshed.set_result(frame.expires_at)

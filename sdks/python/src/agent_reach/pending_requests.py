@@ -65,7 +65,9 @@ class PendingRequests:
             p.future.set_exception(ReachError("AGENT_REJECTED", f"{p.capability} answered with an error", details={"message_id": m.correlation_id, "payload": m.payload}))
             return True
         updated = context_from_headers(m.headers)
-        p.future.set_result(Reply(payload=m.payload, context={**p.context, **updated}, updated=updated, message=m))
+        # A binary result (a handler that returned bytes) comes as payload_b64: it resolves as bytes.
+        payload = m.payload_bytes if m.payload_b64 is not None else m.payload
+        p.future.set_result(Reply(payload=payload, context={**p.context, **updated}, updated=updated, message=m))
         return True
 
     def settle_receipt(self, receipt: Receipt) -> None:

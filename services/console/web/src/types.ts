@@ -1,4 +1,4 @@
-/** The shapes the page reads: DESIGN §3's public JSON and the console's own endpoints. */
+/** The shapes the page reads: docs/design.md §3's public JSON and the console's own endpoints. */
 import type { TimelineEvent } from './waterfall.js';
 
 export interface Agent {
@@ -12,7 +12,8 @@ export interface Agent {
   metadata: { max_concurrency: number; domain?: string | null; region?: string | null; model?: string | null };
   load: { current_load: number; queue_length: number; avg_latency_ms: number; health: number; load_rate: number };
   qos: number;
-  endpoints?: { ws: string | null; http: string | null };
+  /** `protocol_version` `a2a/…`: an A2A agent (docs/a2a.md). */
+  endpoints?: { ws: string | null; http: string | null; protocol_version?: string };
   updated_at: string;
 }
 

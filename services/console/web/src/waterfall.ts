@@ -4,7 +4,7 @@
  * Pure layout (unit-tested); views/lookup.ts draws it.
  */
 
-/** One entry of GET /v1/messages/{id}/events (DESIGN §3). */
+/** One entry of GET /v1/messages/{id}/events (docs/design.md §3). */
 export interface TimelineEvent {
   state: string;
   at: string;

@@ -8,7 +8,7 @@ import inspect
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import httpx
 
@@ -35,10 +35,47 @@ def admin_client(stack: LocalStack | None = None, token: str | None = None) -> R
     return ReachClient(s.ingress_url, registry_url=s.registry_url, token=token or s.admin_token)
 
 
-async def wait_until_routable(agent_id: str, stack: LocalStack | None = None, timeout: float = 10.0) -> None:
+@dataclass(frozen=True)
+class Served:
+    """The names an agent serves: capabilities (mode handle) and topics (mode subscribe)."""
+
+    capabilities: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()
+
+
+def views_behind(nodes: Iterable[AgentNode], agent_id: str, served: Served) -> list[str]:
+    """Which of ``nodes`` do not yet see ``served`` (the names of agent ``agent_id``) as reachable in
+    their local routes view — held, and not 2001 — as ``node: name=verdict``; empty once they all
+    agree with a router that routes to the agent. Nodes with pre-flight off, and nodes not
+    connected now, have no view to wait for."""
+    behind: list[str] = []
+    for node in nodes:
+        if node.agent_id == agent_id or node.routes_view == "off" or not node.connected:
+            continue
+        for kind, names in (("capability", served.capabilities), ("topic", served.topics)):
+            for name in names:
+                verdict = node.route_verdict(name, kind)  # type: ignore[arg-type]
+                if verdict is None or verdict == 2001:
+                    behind.append(f"{node.agent_id}: {kind} {name}={verdict}")
+    return behind
+
+
+async def wait_until_routable(
+    agent_id: str,
+    stack: LocalStack | None = None,
+    timeout: float = 10.0,
+    *,
+    views: Sequence[AgentNode] = (),
+    if_routable: bool = False,
+) -> None:
     """Routers route from views fed by Kafka, a few milliseconds behind the registry and the
     dispatcher: a test that sends right after start() could race them and see 2001. Waits until
-    the router's view has the agent ONLINE and connected (needs the admin token)."""
+    the router's view has the agent ONLINE and connected (needs the admin token) — and, with
+    ``views``, until those nodes' own pre-flight views (their dispatcher's ``routes`` frames) agree:
+    every name the agent serves is held and not 2001 (0, or 2003/3001 when a domain or a circuit
+    refuses that node, as the router would), so a request they make is not refused from a view a
+    moment older than the router's. ``if_routable``: return at once when the router does not route
+    to the agent now (it stopped or is away) instead of waiting for it."""
     s = stack or local_stack()
     if not s.admin_token:
         raise RuntimeError("wait_until_routable needs the stack's admin token (REACH_ADMIN_TOKEN or REACH_HOME/admin-token)")
@@ -48,16 +85,39 @@ async def wait_until_routable(agent_id: str, stack: LocalStack | None = None, ti
         while True:
             try:
                 res = await http.get(f"{s.router_url}/v1/view/agents/{agent_id}", headers={"authorization": f"Bearer {s.admin_token}"})
-                last = str(res.status_code)
+                last = f"router view: {res.status_code}"
                 if res.is_success:
                     view = res.json()
                     if view.get("status") == "ONLINE" and (view.get("presence") or {}).get("connected"):
+                        caps = view.get("capabilities") or []
+                        served = Served(
+                            capabilities=tuple(c["name"] for c in caps if c.get("mode") != "subscribe"),
+                            topics=tuple(c["name"] for c in caps if c.get("mode") == "subscribe"),
+                        )
+                        behind = views_behind(views, agent_id, served)
+                        if not behind:
+                            return
+                        last = f"routable for the router; not yet in the pre-flight views ({'; '.join(behind)})"
+                    elif if_routable:
                         return
+                elif if_routable and res.status_code == 404:
+                    return
             except httpx.HTTPError as err:
                 last = str(err)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"agent {agent_id} is not routable after {timeout} s (router view: {last})")
+                raise TimeoutError(f"agent {agent_id} is not routable after {timeout} s ({last})")
             await asyncio.sleep(0.025)
+
+
+async def until_views_agree(agent: "StartedAgent", others: Iterable["StartedAgent"], stack: LocalStack | None = None) -> None:
+    """A started test agent and the router agree, both ways, with the test agents started before
+    it: the router routes to the new agent and their pre-flight views say so; its own view says so
+    of each of them the router routes to."""
+    before = [a for a in others if a is not agent]
+    # The first subscription starts a dispatcher's feeds (a Kafka group join): more time than the router alone needs.
+    await wait_until_routable(agent.agent_id, stack, 20.0, views=[a.node for a in before])
+    for other in before:
+        await wait_until_routable(other.agent_id, stack, 20.0, views=[agent.node], if_routable=True)
 
 
 @dataclass
@@ -103,11 +163,14 @@ async def start_test_agent(
     descriptor: Mapping[str, Any] | None = None,
     stack: LocalStack | None = None,
     routable: bool = True,
+    started: Iterable[StartedAgent] = (),
     **node_options: Any,
 ) -> StartedAgent:
     """Registers and connects an agent with the given handlers (a unique agent type), waits until
     it is routable, and records what its handlers were given. Synchronous handlers stay
-    synchronous (they run in the node's thread pool)."""
+    synchronous (they run in the node's thread pool). ``started``: test agents started before it;
+    it also waits until their pre-flight views and its own agree with the router
+    (``until_views_agree``)."""
     s = stack or local_stack()
     received: list[Message] = []
     # The stack's endpoints and admin token unless the test gives its own (e.g. a proxy in between).
@@ -129,6 +192,11 @@ async def start_test_agent(
         node.on_direct(_recording(direct, received, _takes_ctx(direct)))
     await node.start()
     assert node.agent_id is not None
+    agent = StartedAgent(node, node.agent_id, received)
     if routable:
-        await wait_until_routable(node.agent_id, s)
-    return StartedAgent(node, node.agent_id, received)
+        try:
+            await until_views_agree(agent, started, s)
+        except BaseException:
+            await node.stop(0)  # not left running, registered, by a failed start
+            raise
+    return agent

@@ -1,9 +1,9 @@
 """Finding (or starting) the local Agent-Reach stack a test runs against.
 
 The stack of ``reach up`` is found the way the services and the TypeScript testing kit find it:
-REACH_HTTP_HOST and the REACH_*_PORT variables (DESIGN defaults 7410…7416), the admin token from
-REACH_ADMIN_TOKEN, ``$REACH_HOME/admin-token`` or ``.reach/admin-token`` above the working
-directory. With none of them set that is the default stack; set them to point tests at another.
+REACH_HTTP_HOST and the REACH_*_PORT variables (defaults 7410…7416, docs/design.md §3), the
+admin token from REACH_ADMIN_TOKEN, ``$REACH_HOME/admin-token`` or ``.reach/admin-token`` above
+the working directory. With none of them set that is the default stack; set them to point tests at another.
 """
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+import { isA2aAgent } from '../a2a.js';
 import { h, pill, replace, empty, byId } from '../dom.js';
 import { formatDuration, formatPercent, formatRelative } from '../format.js';
 import type { Agent } from '../types.js';
@@ -28,7 +29,19 @@ function row(a: Agent, samples: ReadonlyArray<[number, number, number]>, now: nu
   return h(
     'tr',
     { 'data-agent-id': a.agent_id, 'data-status': a.status },
-    h('td', { class: 'agent' }, h('div', { class: 'mono strong' }, a.agent_id), h('div', { class: 'sub' }, a.agent_type)),
+    h(
+      'td',
+      { class: 'agent' },
+      h(
+        'div',
+        { class: 'mono strong' },
+        a.agent_id,
+        isA2aAgent(a)
+          ? h('span', { class: 'badge-a2a', 'data-a2a': 'true', title: 'A2A agent: reached with SendMessage, probed by the registry' }, 'A2A')
+          : null,
+      ),
+      h('div', { class: 'sub' }, a.agent_type),
+    ),
     h('td', { 'data-col': 'status' }, pill(a.status)),
     h('td', { 'data-col': 'domain' }, a.metadata.domain ?? 'default'),
     h(

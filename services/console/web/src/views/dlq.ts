@@ -33,7 +33,7 @@ export class DlqView {
     });
   }
 
-  /** The list query from the filter form (GET /v1/dlq, DESIGN §3). */
+  /** The list query from the filter form (GET /v1/dlq, docs/design.md §3). */
   private query(): string {
     const q = new URLSearchParams({ limit: String(this.limit) });
     const reason = byId<HTMLInputElement>('dlq-reason').value.trim();

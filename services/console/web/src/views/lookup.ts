@@ -1,3 +1,4 @@
+import { a2aIdsOf } from '../a2a.js';
 import { api, ApiError, enc, getToken } from '../api.js';
 import { byId, empty, h, pill, replace } from '../dom.js';
 import { formatClock, formatDuration } from '../format.js';
@@ -8,6 +9,7 @@ import {
   TERMINAL_STATES,
   type MessageTimeline,
   type RoutingDecision,
+  type TimelineEvent,
   type WaterfallLayout,
   type WaterfallRow,
 } from '../waterfall.js';
@@ -108,7 +110,7 @@ export class LookupView {
     const layout = layoutWaterfall(timelines, now);
     replace(
       root,
-      r.kind === 'message' ? messageHeader(r.message) : traceHeader(r.trace),
+      r.kind === 'message' ? messageHeader(r.message, r.timeline.events) : traceHeader(r.trace),
       attemptsStrip(layout),
       waterfall(layout, timelines.length > 1),
       decisions(layout),
@@ -129,7 +131,8 @@ function kv(pairs: Array<[string, unknown, string?]>): HTMLElement {
   );
 }
 
-function messageHeader(m: Message): HTMLElement {
+function messageHeader(m: Message, events: readonly TimelineEvent[]): HTMLElement {
+  const a2a = a2aIdsOf(events);
   return h(
     'div',
     { class: 'lookup-head', 'data-message-id': m.message_id, 'data-status': m.status },
@@ -150,6 +153,9 @@ function messageHeader(m: Message): HTMLElement {
       ['target agent', m.target_agent_id],
       ['type', m.message_type],
       ['producer', m.producer],
+      // A2A ids next to the message id: the task an A2A client got (this id) and the tasks A2A agents answered with
+      ['A2A task', a2a.clientMessageId ? `${m.message_id} (A2A message ${a2a.clientMessageId})` : undefined],
+      ['A2A agent task', a2a.agentTaskIds.join(', ')],
       ['created', m.created_at],
       ['updated', m.updated_at],
       ['trace', m.trace_id, `#lookup/${m.trace_id}`],

@@ -11,17 +11,18 @@ export interface RegistryViews {
   readonly index: AgentIndex;
   readonly agents: TableView<AgentRecord>;
   readonly presence: TableView<Presence>;
-  /** Cross-domain grants (SPEC R-A8), from the registry's compacted reach.grants.v1. */
+  /** Cross-domain grants (R-A8), from the registry's compacted reach.grants.v1. */
   readonly grants: GrantIndex;
   readonly grantsView: TableView<Grant>;
   stop(): Promise<void>;
 }
 
 /**
- * Folds the compacted registry feeds into the router's AgentIndex (SPEC R-A6): each router
- * instance reads reach.agents.v1 and reach.presence.v1 from the beginning in a private group
- * and follows them (and reach.grants.v1 for security domains). Routing then needs no remote call per message and keeps working while
- * Redis is down. An AgentRecord older than the one held (by revision) is ignored.
+ * Folds the compacted registry feeds into an AgentIndex (R-A6): each router instance (and
+ * a dispatcher serving pre-flight views) reads reach.agents.v1 and reach.presence.v1 from the
+ * beginning in a private group and follows them (and reach.grants.v1 for security domains).
+ * Routing then needs no remote call per message and keeps working while Redis is down. An
+ * AgentRecord older than the one held (by revision) is ignored.
  */
 export async function startRegistryViews(
   kafka: Kafka,
@@ -29,6 +30,8 @@ export async function startRegistryViews(
   logger: Logger,
   groupPrefix: string,
   onFatal: (error: Error) => void,
+  /** Called after every change any of the three feeds applied (the dispatcher's pre-flight feed pushes on it). */
+  onChange?: () => void,
 ): Promise<RegistryViews> {
   const index = new AgentIndex();
   const agents = await startTableView<AgentRecord>({
@@ -42,6 +45,7 @@ export async function startRegistryViews(
     onChange: (key, value) => {
       if (value) index.upsertAgent(value);
       else index.removeAgent(key);
+      onChange?.();
     },
   });
   const presence = await startTableView<Presence>({
@@ -55,6 +59,7 @@ export async function startRegistryViews(
     onChange: (key, value) => {
       if (value) index.setPresence(value);
       else index.removePresence(key);
+      onChange?.();
     },
   });
   const grants = new GrantIndex();
@@ -68,6 +73,7 @@ export async function startRegistryViews(
     onChange: (_key, value, previous) => {
       if (previous) grants.remove(previous);
       if (value) grants.add(value);
+      onChange?.();
     },
   });
   return {

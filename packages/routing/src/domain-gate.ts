@@ -1,11 +1,14 @@
 import { PRODUCER_DOMAIN_HEADER } from '@reach/core';
 import type { AgentRecord, Envelope } from '@reach/envelope';
-import { majorOf, parseAddress, type AgentIndex, type FilterHooks, type GrantIndex } from '@reach/routing';
+import type { AgentIndex } from './agent-index.js';
+import type { FilterHooks } from './candidates.js';
+import { majorOf, parseAddress } from './capability.js';
+import type { GrantIndex } from './domains.js';
 
 const domainOf = (agent: AgentRecord | undefined): string | undefined => agent?.metadata.domain ?? undefined;
 
 /**
- * The security-domain check of the candidate filter (SPEC R-A8). The producer's domain is the
+ * The security-domain check of the candidate filter (R-A8). The producer's domain is the
  * one ingress read from its verified token, else its registry record, else "default". Same
  * domain passes; otherwise a grant producer-domain → agent-domain for the capability (or the
  * topic; an agent-addressed message needs an all-capabilities grant). A correlated reply
