@@ -103,55 +103,70 @@ export async function runDelayStage<T>(opts: DelayStageOptions<T>): Promise<Runn
    * Handles `messages` of one partition in order until one is not yet due; `flush` produces the
    * outputs and commits up to the last handled offset. Returns the index, value and due time of
    * the first waiting record, if any. A retryable failure is thrown after flushing what was done.
+   *
+   * `messages` may be a partition's live queue, which a fetch extends meanwhile: records that
+   * arrive while the last outputs are produced are handled too, and `allHandled` runs in the
+   * same tick as the check that found none left, so the caller can drop the queue before another
+   * fetch appends to it (dropped after an await, those records were resolved past and never
+   * handled: a retry request lost, its message DEAD 3005 at its budget's end).
    */
   const handleUntilWaiting = async (
     partition: number,
     messages: readonly KafkaMessage[],
     first: { value: T } | undefined,
     flush: (out: OutRecord[], lastDone: string | undefined) => Promise<void>,
+    allHandled?: () => void,
   ): Promise<{ index: number; value: T; due: number } | undefined> => {
     let out: OutRecord[] = [];
     let lastDone: string | undefined;
-    for (let i = 0; i < messages.length; i++) {
-      const m = messages[i]!;
-      const record: InRecord = toInRecord(opts.topic, partition, m);
-      const started = performance.now();
-      const decoded: Step<T> = i === 0 && first ? { kind: 'value', value: first.value } : await step(record, () => opts.decode(record));
-      if (decoded.kind === 'retry') {
-        await flush(out, lastDone);
-        opts.onRecord?.('retry', record, performance.now() - started);
-        throw decoded.error;
-      }
-      if (decoded.kind === 'poison') {
-        out.push(...decoded.out);
+    let i = 0;
+    for (;;) {
+      for (; i < messages.length; i++) {
+        const m = messages[i]!;
+        const record: InRecord = toInRecord(opts.topic, partition, m);
+        const started = performance.now();
+        const decoded: Step<T> = i === 0 && first ? { kind: 'value', value: first.value } : await step(record, () => opts.decode(record));
+        if (decoded.kind === 'retry') {
+          await flush(out, lastDone);
+          opts.onRecord?.('retry', record, performance.now() - started);
+          throw decoded.error;
+        }
+        if (decoded.kind === 'poison') {
+          out.push(...decoded.out);
+          lastDone = m.offset;
+          continue;
+        }
+        const due = opts.dueAt(decoded.value, record);
+        if (due > now()) {
+          await flush(out, lastDone);
+          return { index: i, value: decoded.value, due };
+        }
+        const handled = await step(record, async () => {
+          out.push(...(await opts.handle(decoded.value, record)));
+          return decoded.value;
+        });
+        if (handled.kind === 'retry') {
+          await flush(out, lastDone);
+          opts.onRecord?.('retry', record, performance.now() - started);
+          throw handled.error;
+        }
+        if (handled.kind === 'poison') out.push(...handled.out);
+        else opts.onRecord?.('ok', record, performance.now() - started);
         lastDone = m.offset;
-        continue;
+        if (out.length >= chunkSize) {
+          await flush(out, lastDone);
+          out = [];
+          lastDone = undefined;
+        }
       }
-      const due = opts.dueAt(decoded.value, record);
-      if (due > now()) {
-        await flush(out, lastDone);
-        return { index: i, value: decoded.value, due };
-      }
-      const handled = await step(record, async () => {
-        out.push(...(await opts.handle(decoded.value, record)));
-        return decoded.value;
-      });
-      if (handled.kind === 'retry') {
-        await flush(out, lastDone);
-        opts.onRecord?.('retry', record, performance.now() - started);
-        throw handled.error;
-      }
-      if (handled.kind === 'poison') out.push(...handled.out);
-      else opts.onRecord?.('ok', record, performance.now() - started);
-      lastDone = m.offset;
-      if (out.length >= chunkSize) {
-        await flush(out, lastDone);
-        out = [];
-        lastDone = undefined;
+      await flush(out, lastDone);
+      out = [];
+      lastDone = undefined;
+      if (i >= messages.length) {
+        allHandled?.();
+        return undefined;
       }
     }
-    await flush(out, lastDone);
-    return undefined;
   };
 
   const commitFlush =
@@ -181,19 +196,25 @@ export async function runDelayStage<T>(opts: DelayStageOptions<T>): Promise<Runn
     const q = queues.get(partition);
     if (!q || stopped) return;
     let lastDone: string | undefined;
+    let emptied = false;
     try {
       const waiting = await handleUntilWaiting(
         partition,
         q.messages,
         q.first,
         commitFlush(partition, (o) => (lastDone = o)),
+        () => {
+          if (queues.get(partition) !== q) return;
+          queues.delete(partition);
+          emptied = true;
+        },
       );
-      if (queues.get(partition) !== q) return; // dropped by a rebalance meanwhile
+      if (!emptied && queues.get(partition) !== q) return; // dropped by a rebalance meanwhile
       if (waiting) {
         q.messages = q.messages.slice(waiting.index);
         q.first = { value: waiting.value, due: waiting.due };
         arm(partition, q);
-      } else queues.delete(partition);
+      }
       if (q.paused && (!waiting || q.messages.length < MAX_QUEUED)) {
         q.paused = false;
         consumer.resume([{ topic: opts.topic, partitions: [partition] }]);

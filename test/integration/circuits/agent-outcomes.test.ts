@@ -201,6 +201,18 @@ function stateOf(id: string): string | undefined {
   return status.records.find((r) => r.value?.message_id === id && TERMINAL.has(String(r.value.state)))?.value?.state as string | undefined;
 }
 
+/** The messages that did not end DELIVERED, each with its path (every status event), to diagnose from a CI log. */
+function notDelivered(ids: string[]): string[] {
+  return ids
+    .filter((id) => stateOf(id) !== 'DELIVERED')
+    .map((id) => {
+      const path = status.records
+        .filter((r) => r.value?.message_id === id)
+        .map((r) => `${String(r.value!.state)}#${String(r.value!.attempt ?? '')} ${String(r.value!.code ?? '')} ${String(r.value!.reason ?? '')}`.trim());
+      return `${id}: ${path.join(' → ')}`;
+    });
+}
+
 /** Outcomes the agent's circuit counted over its eject window (5 min, longer than each test). */
 async function counted(agentId: string): Promise<{ ok: number; ko: number }> {
   const fields = await redis.hgetall(countersKey(agentId));
@@ -246,8 +258,7 @@ describe.each(Object.keys(STOP_WORK_MS))('a %s agent stopped gracefully with wor
     await eventually('work routed to the subject', () => ids.filter(routedTo).length >= 3 || undefined, 30_000, 50);
     await agent.stop();
     await eventually('every message at a terminal state', () => ids.every((id) => stateOf(id) !== undefined), 120_000, 250);
-    const ended = (id: string) => status.records.find((r) => r.value?.message_id === id && TERMINAL.has(String(r.value.state)))?.value;
-    expect(ids.filter((id) => stateOf(id) !== 'DELIVERED').map((id) => `${id}: ${ended(id)?.state} ${ended(id)?.code} ${ended(id)?.reason}`)).toEqual([]);
+    expect(notDelivered(ids)).toEqual([]);
     // the work it held was taken back from it: failed attempts, each a hand-back
     const failed = failedAttemptsOf(agent.agentId);
     expect(failed.length, 'attempts the stopping agent did not finish').toBeGreaterThan(0);
@@ -265,8 +276,7 @@ describe.each(Object.keys(SUBJECTS))('outcomes of a %s agent', (kind) => {
     const payloads = Array.from({ length: 300 }, (_, i): Payload => ({ i, fail_first: i % 20 === 0 }));
     const ids = await submitAll(agent.capability, payloads);
     await eventually('every message at a terminal state', () => ids.every((id) => stateOf(id) !== undefined), 150_000, 250);
-    const states = ids.map(stateOf);
-    expect(states.filter((s) => s !== 'DELIVERED')).toEqual([]);
+    expect(notDelivered(ids)).toEqual([]);
     // One success per message and one failure per failed attempt: the ack that follows a
     // result is not counted again, and nothing is missing.
     await eventually('the circuit to have every outcome', async () => (await counted(agent.agentId)).ok >= 300, 5_000);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReachError, silentLogger } from '@reach/core';
-import { createKafka, createProducer, runDelayStage, waitForLeaders, type Kafka, type Producer, type RunningDelayStage } from '@reach/kafka';
+import { createKafka, createProducer, runDelayStage, waitForLeaders, type Kafka, type OutRecord, type Producer, type RunningDelayStage } from '@reach/kafka';
 import { stack, uniq } from '../../helpers/env.js';
 
 // The delay-queue mechanics of packages/kafka (used by the retry-scheduler) on a private topic
@@ -15,13 +15,21 @@ interface Item {
 let kafka: Kafka;
 let producer: Producer;
 const topic = uniq('it.delay-stage');
+/** Where the stage's outputs go, when a test has it produce any. */
+const outTopic = `${topic}.out`;
 
 beforeAll(async () => {
   kafka = createKafka({ brokers: stack.brokers, clientId: uniq('it-delay'), logger: silentLogger });
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic, numPartitions: 2, replicationFactor: 1 }], waitForLeaders: false });
-  await waitForLeaders(admin, [topic]);
+  await admin.createTopics({
+    topics: [
+      { topic, numPartitions: 2, replicationFactor: 1 },
+      { topic: outTopic, numPartitions: 1, replicationFactor: 1 },
+    ],
+    waitForLeaders: false,
+  });
+  await waitForLeaders(admin, [topic, outTopic]);
   await admin.disconnect();
   producer = await createProducer(kafka);
 });
@@ -31,7 +39,7 @@ afterAll(async () => {
   // The topic is this file's own: remove it.
   const admin = kafka.admin();
   await admin.connect();
-  await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+  await admin.deleteTopics({ topics: [topic, outTopic] }).catch(() => undefined);
   await admin.disconnect();
 });
 
@@ -43,10 +51,15 @@ async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Pro
   }
 }
 
-function stage(groupId: string, handled: Array<Item & { at: number }>, poisoned: string[] = []): Promise<RunningDelayStage> {
+function stage(
+  groupId: string,
+  handled: Array<Item & { at: number }>,
+  poisoned: string[] = [],
+  opts: { producer?: Producer; output?: (item: Item) => OutRecord[] } = {},
+): Promise<RunningDelayStage> {
   return runDelayStage<Item>({
     kafka,
-    producer,
+    producer: opts.producer ?? producer,
     groupId,
     topic,
     logger: silentLogger,
@@ -61,7 +74,7 @@ function stage(groupId: string, handled: Array<Item & { at: number }>, poisoned:
     dueAt: (item) => item.due,
     handle: (item) => {
       handled.push({ ...item, at: Date.now() });
-      return [];
+      return opts.output?.(item) ?? [];
     },
     onPoison: (record) => {
       poisoned.push(record.key!.toString());
@@ -135,6 +148,33 @@ describe('delay stage (packages/kafka)', () => {
       for (const h of mine()) expect(h.at).toBeGreaterThanOrEqual(h.due);
       // b was due at once but waited behind a, in partition order.
       expect(mine()[1]!.at).toBeGreaterThanOrEqual(items[0]!.due);
+    } finally {
+      await running.stop();
+    }
+  });
+
+  // CI, 7 December: a retry request fetched while a drained queue's last outputs were being
+  // produced was appended to a queue dropped right after, its offset already resolved past: never
+  // handled, its message DEAD 3005 at its budget's end. A slow produce holds that window open.
+  it('handles a record that arrives while a drained queue produces its last outputs', async () => {
+    const group = uniq('it-delay-group');
+    const handled: Array<Item & { at: number }> = [];
+    const slowProducer = Object.create(producer) as Producer;
+    slowProducer.sendBatch = async (batch) => {
+      await new Promise((r) => setTimeout(r, 2_000));
+      return producer.sendBatch(batch);
+    };
+    const output = (item: Item): OutRecord[] => [{ topic: outTopic, key: item.id, value: Buffer.from(item.id) }];
+    const running = await stage(group, handled, [], { producer: slowProducer, output });
+    try {
+      const parked = { id: uniq('parked'), due: Date.now() + 1_500 };
+      await send(parked.id, JSON.stringify(parked), 1);
+      await until(() => running.paused().has(1), 'partition 1 to wait for its record');
+      // Handled from the queue: its output is now being produced, for 2 s.
+      await until(() => handled.some((h) => h.id === parked.id), 'the parked record');
+      const behind = { id: uniq('behind'), due: Date.now() };
+      await send(behind.id, JSON.stringify(behind), 1);
+      await until(() => handled.some((h) => h.id === behind.id), 'the record that came during the produce', 10_000);
     } finally {
       await running.stop();
     }
