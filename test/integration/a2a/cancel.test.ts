@@ -6,7 +6,8 @@ import type { Client } from '@a2a-js/sdk/client';
 import { silentLogger } from '@reach/core';
 import { createRedis, ENDED_MESSAGES, type Redis } from '@reach/store';
 import { startTestAgent, stopTestAgents } from '@reach/sdk/testing';
-import { stack, urls } from '../../helpers/env.js';
+import { adminToken, stack, urls } from '../../helpers/env.js';
+import { parseMetrics } from '../../helpers/metrics.js';
 import { plainKafka, registryClient } from '../../helpers/kafka.js';
 import { registerProducer, type ProducerAgent } from '../ingress/producer-agent.js';
 import { a2aCapability, a2aClient as a2aClientFor } from './a2a-client.js';
@@ -16,9 +17,8 @@ import { CancelMarks } from '../../../services/ingress/dist/cancel-mark.js';
 import { eventually } from '../../helpers/wait.js';
 
 // Issue #29 §1, CancelTask: a task canceled while it waits for its agent ends DEAD 3007
-// (CANCELED) and its agent never gets it, here in the dispatcher's lane behind max_concurrency
-// (the case held by the router through a whole SDK agent's busy slot has no end-to-end test
-// yet: docs/a2a.md, "Not supported"). A cancel that meets the agent's ack ends in one state, the same in the
+// (CANCELED) and its agent never gets it: in the dispatcher's lane behind max_concurrency, and
+// held by the router while an SDK agent's only slot is busy. A cancel that meets the agent's ack ends in one state, the same in the
 // CancelTask answer, GetTask and the timeline. Against the real stack, the A2A JS SDK the client.
 const kafka = plainKafka();
 const registry = registryClient();
@@ -112,7 +112,69 @@ describe('A2A CancelTask of a task that waits for its agent', () => {
       await agent.close();
     }
   });
+  it('held by the router (its SDK agent’s only slot busy): never delivered, its hold dropped, and the next task gets the slot', async () => {
+    const capability = cap('held');
+    const busy = gate();
+    const agent = await startTestAgent({
+      // The router knows an agent's load from its heartbeats, every half lease: a 4 s lease
+      // reports the busy slot (and then the free one) within 2 s. With the default 60 s lease
+      // the next task waits up to 30 s for the heartbeat that shows the slot free (docs/a2a.md).
+      descriptor: { metadata: { max_concurrency: 1 }, ttl_s: 4 },
+      handlers: {
+        [capability]: async (m) => {
+          if (m.payload === 'first') await busy.wait;
+          return 'done';
+        },
+      },
+    });
+    const client = await a2aClient();
+    const first = asTask(await client.sendMessage(immediate(capability, 'first')));
+    await eventually('the agent has the first task', () => agent.received.some((m) => m.message_id === first.id) || undefined);
+    // The router holds only once a heartbeat reported the busy slot (load rate 1); before that
+    // a task goes to the agent's lane, which the lane test above covers.
+    await eventually(
+      'the router to see the only slot busy',
+      async () => {
+        const r = await fetch(`${urls.router}/v1/view/agents/${agent.agentId}`, { headers: { authorization: `Bearer ${adminToken()}` } });
+        return r.ok && Number(((await r.json()) as { load_rate?: number }).load_rate) >= 1 ? true : undefined;
+      },
+      20_000,
+      100,
+    );
+    const holdsSkipped = await skippedHolds();
+    const held = asTask(await client.sendMessage(immediate(capability, 'held')));
+    await eventually(
+      'the second task held (PENDING 2002)',
+      async () => (await timeline(held.id)).some((e) => e.state === 'PENDING' && e.code === 2002) || undefined,
+    );
+    const canceled = await client.cancelTask({ tenant: '', id: held.id, metadata: undefined });
+    expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+    await eventually('its hold dropped when due', async () => ((await skippedHolds()) > holdsSkipped ? true : undefined), 10_000);
+    busy.open();
+    const next = asTask(await client.sendMessage(immediate(capability, 'next')));
+    const ended = await eventually(
+      'the next task to complete',
+      async () => {
+        const t = await client.getTask({ tenant: '', id: next.id, historyLength: undefined });
+        return t.status && DONE.has(t.status.state) ? t : undefined;
+      },
+      30_000,
+    );
+    expect(ended.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(agent.received.map((m) => m.message_id)).toEqual([first.id, next.id]);
+    const events = await timeline(held.id);
+    expect(events.find((e) => TERMINAL.has(e.state))).toMatchObject({ state: 'DEAD', code: 3007 });
+    expect(events.map((e) => e.state)).not.toContain('DELIVERED');
+  }, 90_000);
 });
+
+/** Holds the retry-scheduler dropped because their message had ended (canceled, or DEAD). */
+async function skippedHolds(): Promise<number> {
+  const text = await (await fetch(`${urls.retryScheduler}/metrics`)).text();
+  return parseMetrics(text)
+    .samples.filter((s) => s.name === 'reach_retry_scheduler_skipped_total' && s.labels.kind === 'hold')
+    .reduce((n, s) => n + s.value, 0);
+}
 
 describe('A2A CancelTask racing the agent’s ack', () => {
   it('ends in one state: CANCELED and never delivered, or delivered and the cancel refused — the same in the answer, GetTask and the timeline', async () => {
