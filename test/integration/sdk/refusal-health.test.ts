@@ -5,6 +5,7 @@ import { createRedis } from '@reach/store';
 import { NonRetryableError, type ReachMessage } from '@reach/sdk';
 import { startTestAgent, stopTestAgents, testClient, uniqueName } from '@reach/sdk/testing';
 import { stack } from '../../helpers/env.js';
+import { eventually } from '../../helpers/wait.js';
 
 // The agent of the SDK README's first example refuses bad input with a NonRetryableError. That is
 // the agent working correctly: it must not lower the health its heartbeats report, nor open its
@@ -14,16 +15,6 @@ import { stack } from '../../helpers/env.js';
 const cap = (verb: string) => `${verb}_${uniqueName('t').replace(/[^a-z0-9]/g, '')}`;
 
 afterEach(stopTestAgents);
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('a final refusal of bad input', () => {
   it('[refusal-keeps-health] NonRetryableErrors leave the agent ONLINE at health 1 and routable', async () => {
@@ -50,11 +41,11 @@ describe('a final refusal of bad input', () => {
     // Two heartbeats later the registry has one that was sent after the refusals.
     const leaseOf = async () => (await client.agents({ capability: parse }))[0]?.lease_expires_at;
     const before = await leaseOf();
-    const first = await until('a heartbeat', async () => {
+    const first = await eventually('a heartbeat', async () => {
       const l = await leaseOf();
       return l !== before && l;
     });
-    await until('a second heartbeat', async () => (await leaseOf()) !== first);
+    await eventually('a second heartbeat', async () => (await leaseOf()) !== first);
 
     const [listed] = await client.agents({ capability: parse });
     expect(listed).toMatchObject({ agent_id: agent.agentId, status: 'ONLINE', load: { health: 1 } });
@@ -106,7 +97,7 @@ describe('a final refusal of bad input', () => {
     });
     expect(agent.node.load().health).toBe(1);
     const sent = await testClient().submit({ capability: flaky, payload: {}, retryable: false });
-    await until('the handler ran', async () => agent.received.some((m) => m.message_id === sent.message_id));
-    await until('the failure is counted', async () => agent.node.load().health < 1);
+    await eventually('the handler ran', async () => agent.received.some((m) => m.message_id === sent.message_id));
+    await eventually('the failure is counted', async () => agent.node.load().health < 1);
   });
 });
