@@ -11,6 +11,8 @@ export interface Sample {
   atS: number;
   /** RSS of every process of the stack (its supervisor's state.json), by name. */
   rss: Record<string, number>;
+  /** The same RSS split by what backs it: a leak can only grow `anon`, see `RssSplit`. */
+  rssSplit: Record<string, RssSplit>;
   /** PostgreSQL total (data + indexes) by table, partitions folded in. */
   pg: Record<string, number>;
   pgIndexes: number;
@@ -31,14 +33,37 @@ export interface Sample {
   terminal: number;
 }
 
+/**
+ * A process's resident memory by what backs it (bytes). `anon` is private memory (heaps,
+ * malloc): where a leak shows. `file` is pages of mapped files, for a Node service mostly its
+ * own binary, touched as more of its code runs: bounded by the binary's size, shared with every
+ * other process of the same binary, and dropped by the kernel under pressure. `anonHuge` is the
+ * part of `anon` in transparent huge pages, which the kernel may fill in 2 MiB at a time.
+ */
+export interface RssSplit {
+  anon: number;
+  file: number;
+  anonHuge: number;
+}
+
+const kB = (text: string, field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0) * 1024;
+const readOr = (path: string) => {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+};
+
 /** VmRSS of a process in bytes (0 when it is gone). */
 export function rssOf(pid: number): number {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) * 1024 : 0;
-  } catch {
-    return 0;
-  }
+  return kB(readOr(`/proc/${pid}/status`), 'VmRSS');
+}
+
+/** The split of a process's RSS (zeros when it is gone). */
+export function rssSplitOf(pid: number): RssSplit {
+  const status = readOr(`/proc/${pid}/status`);
+  return { anon: kB(status, 'RssAnon'), file: kB(status, 'RssFile'), anonHuge: kB(readOr(`/proc/${pid}/smaps_rollup`), 'AnonHugePages') };
 }
 
 /** The stack's processes as its supervisor recorded them (`reach up`'s state.json). */
@@ -61,7 +86,11 @@ export class Sampler {
   async sample(atS: number, counts: { accepted: number; terminal: number }): Promise<Sample> {
     const { pg, redis, brokers, home } = this.deps;
     const rss: Record<string, number> = {};
-    for (const p of stackProcesses(home)) rss[p.name] = rssOf(p.pid);
+    const rssSplit: Record<string, RssSplit> = {};
+    for (const p of stackProcesses(home)) {
+      rss[p.name] = rssOf(p.pid);
+      rssSplit[p.name] = rssSplitOf(p.pid);
+    }
     const tables = await pgStorage(pg);
     const r = await redisStorage(redis, { scan: true });
     const kafka = await kafkaStorage(brokers, home).catch(() => ({ logBytes: null }));
@@ -74,6 +103,7 @@ export class Sampler {
     return {
       atS,
       rss,
+      rssSplit,
       pg: Object.fromEntries(tables.map((t) => [t.table, t.totalBytes])),
       pgIndexes: tables.reduce((n, t) => n + t.indexBytes, 0),
       pgTotal: tables.reduce((n, t) => n + t.totalBytes, 0),

@@ -1,4 +1,4 @@
-import type { Sample } from './sampler.js';
+import type { RssSplit, Sample } from './sampler.js';
 
 /** RSS growth allowed after warm-up, and storage growth allowed once retention drops data. */
 export const FLAT_WITHIN = 0.1;
@@ -38,7 +38,21 @@ export function rssFlat(samples: readonly Sample[], warmupS: number): GrowthChec
     const growth = (Math.max(...xs) - Math.min(...xs)) / Math.min(...xs);
     if (growth > worst.growth) worst = { name, growth };
   }
-  return { ok: worst.growth <= FLAT_WITHIN, detail: `largest RSS spread after warm-up: ${worst.name || '-'} ${(worst.growth * 100).toFixed(1)} %` };
+  return {
+    ok: worst.growth <= FLAT_WITHIN,
+    detail: `largest RSS spread after warm-up: ${worst.name || '-'} ${(worst.growth * 100).toFixed(1)} %${worst.name ? splitRange(after, worst.name) : ''}`,
+  };
+}
+
+/** Where a process's RSS moved: the ranges of its private, file-backed and huge-page parts. */
+function splitRange(samples: readonly Sample[], name: string): string {
+  const parts = samples.map((s) => s.rssSplit?.[name]).filter((p): p is RssSplit => p !== undefined && p.anon + p.file > 0);
+  if (parts.length < 2) return '';
+  const range = (f: (p: RssSplit) => number) => {
+    const xs = parts.map(f);
+    return `${(Math.min(...xs) / 1048576).toFixed(1)}–${(Math.max(...xs) / 1048576).toFixed(1)} MiB`;
+  };
+  return ` (private ${range((p) => p.anon)}, of it huge pages ${range((p) => p.anonHuge)}; file-backed ${range((p) => p.file)})`;
 }
 
 /**

@@ -4,6 +4,7 @@ import { levelsOff, rssFlat, type Sample } from '@reach/soak';
 const sample = (atS: number, rss: Record<string, number>, pgTotal = 0): Sample => ({
   atS,
   rss,
+  rssSplit: {},
   pg: {},
   pgIndexes: 0,
   pgTotal,
@@ -27,6 +28,16 @@ describe('soak verdict', () => {
     const growing = [...s, sample(240, { router: 120 * MiB })];
     expect(rssFlat(growing, 60)).toMatchObject({ ok: false, detail: expect.stringContaining('router 20.0 %') });
     expect(rssFlat(s, 1000).ok).toBeNull();
+  });
+
+  it('names where the widest RSS spread moved: private, huge-page or file-backed memory', () => {
+    const at = (atS: number, anon: number, file: number) => ({
+      ...sample(atS, { registry: (anon + file) * MiB }),
+      rssSplit: { registry: { anon: anon * MiB, file: file * MiB, anonHuge: 0 } },
+    });
+    const check = rssFlat([at(0, 40, 50), at(60, 40, 55), at(120, 41, 62)], 0);
+    expect(check.ok).toBe(false);
+    expect(check.detail).toContain('registry 14.4 % (private 40.0–41.0 MiB, of it huge pages 0.0–0.0 MiB; file-backed 50.0–62.0 MiB)');
   });
 
   it('sees storage level off when the second half of the window is no more than 10 % above the first', () => {
