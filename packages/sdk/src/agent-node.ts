@@ -3,6 +3,7 @@ import { AgentReplacedError } from './agent-replaced.js';
 import { CLOSE } from './agent-socket.js';
 import { reconnectDelayMs } from './backoff.js';
 import { DeliveryRunner } from './delivery-runner.js';
+import { EarlyBeat } from './early-beat.js';
 import type { AgentFrame, DeliverFrame, ServerFrame } from './frames.js';
 import {
   EVENT,
@@ -82,6 +83,8 @@ export class AgentNode implements AgentApi {
   private readonly registry: RegistryApi;
   private readonly random: () => number;
   private readonly runner: DeliveryRunner;
+  /** A heartbeat as soon as the load crosses the busy line, not half a lease later. */
+  private readonly earlyBeat: EarlyBeat;
   private readonly requests = new PendingRequests();
   /** What this agent can reach, from the dispatcher's `routes` frames (pre-flight, R-G6). */
   private readonly routes = new RoutesView();
@@ -116,8 +119,20 @@ export class AgentNode implements AgentApi {
     this.transport = transportOf(options);
     this.registry = this.transport.registry;
     this.random = options.random ?? Math.random;
+    const maxConcurrency = options.descriptor.metadata?.max_concurrency ?? 10;
+    this.earlyBeat = new EarlyBeat({
+      maxConcurrency,
+      running: () => this.runner.running,
+      beat: () => {
+        if (!this.registration || this.state === 'stopping' || this.state === 'stopped') return true; // nothing to tell
+        if (this.beating) return false; // one is on its way: try again after the gap
+        void this.beat();
+        return true;
+      },
+    });
     this.runner = new DeliveryRunner({
-      maxConcurrency: options.descriptor.metadata?.max_concurrency ?? 10,
+      maxConcurrency,
+      onLoadChanged: () => this.earlyBeat.changed(),
       dedupe: options.dedupe,
       ...(options.reportProgress === undefined ? {} : { reportProgress: options.reportProgress }),
       log: this.log,
@@ -470,7 +485,9 @@ export class AgentNode implements AgentApi {
     if (this.beating || !reg || this.state === 'stopped') return;
     this.beating = true;
     try {
-      await this.registry.heartbeat(reg.agent_id, reg.token, this.load());
+      const load = this.load();
+      this.earlyBeat.sent(load.current_load);
+      await this.registry.heartbeat(reg.agent_id, reg.token, load);
     } catch (err) {
       const status = err instanceof ReachError ? err.details?.http_status : undefined;
       if (err instanceof ReachError && (err.codeName === 'AUTH_FAILED' || status === 404 || status === 410)) {
@@ -599,6 +616,7 @@ export class AgentNode implements AgentApi {
     this.replacedBy = new AgentReplacedError(agentId);
     this.log.error({ agent_id: agentId }, 'agent taken over by a newer connection (4001): stopping this node without deregistering');
     this.fire('replaced', { agent_id: agentId });
+    this.earlyBeat.stop();
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
     this.heartbeatTimer = undefined;
@@ -785,6 +803,7 @@ export class AgentNode implements AgentApi {
   private async shutdown(drainTimeoutMs: number, opts: { deregister: boolean } = { deregister: true }): Promise<void> {
     const wasStarted = this.state !== 'new';
     this.state = 'stopping';
+    this.earlyBeat.stop();
     if (this.signalHandler) {
       process.off('SIGTERM', this.signalHandler);
       process.off('SIGINT', this.signalHandler);

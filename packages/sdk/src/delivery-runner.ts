@@ -37,6 +37,8 @@ export interface DeliveryRunnerDeps {
   api: AgentApi;
   /** Aborted when the node gives up on running handlers. */
   signal: AbortSignal;
+  /** A handler started or ended (the heartbeat's current_load changed). */
+  onLoadChanged?: () => void;
 }
 
 /** A version-pinned capability `name@major` is served by the handler of `name` when none is registered for the pin. */
@@ -116,7 +118,7 @@ export class DeliveryRunner {
   private accepting = true;
 
   constructor(private readonly deps: DeliveryRunnerDeps) {
-    this.queue = new WorkQueue<Job>(deps.maxConcurrency, (job) => this.run(job));
+    this.queue = new WorkQueue<Job>(deps.maxConcurrency, (job) => this.run(job), deps.onLoadChanged);
     this.dedupe = new DedupeCache(deps.dedupe);
   }
 

@@ -11,6 +11,7 @@ export { reconnectDelayMs, RECONNECT_BACKOFF, type BackoffOptions } from './back
 export { progressIntervalMs } from './delivery-runner.js';
 export { LoadTracker } from './load.js';
 export { WorkQueue } from './work-queue.js';
+export { EarlyBeat, EARLY_BEAT_GAP_MS, BUSY_SHARE } from './early-beat.js';
 export { parseServerFrame, type AgentFrame, type ServerFrame, type DeliverFrame, type WelcomeFrame } from './frames.js';
 export { payloadBytes } from './payload.js';
 export { errorFromBody } from './http.js';

@@ -10,6 +10,8 @@ export class WorkQueue<T> {
   constructor(
     private readonly limit: number,
     private readonly run: (item: T) => Promise<void>,
+    /** Called after jobs started or one ended (`running` changed). */
+    private readonly onRunningChanged: () => void = () => undefined,
   ) {
     if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`concurrency limit must be a positive integer, got ${limit}`);
   }
@@ -23,8 +25,10 @@ export class WorkQueue<T> {
   }
 
   push(item: T): void {
+    const before = this.active;
     this.waiting.push(item);
     this.pump();
+    if (this.active !== before) this.onRunningChanged();
   }
 
   /** Removes and returns every job that has not started yet. */
@@ -46,8 +50,10 @@ export class WorkQueue<T> {
       this.run(item)
         .catch(() => undefined)
         .finally(() => {
+          const before = this.active;
           this.active--;
-          this.pump();
+          this.pump(); // the next waiting job takes the freed slot: then `running` did not change
+          if (this.active !== before) this.onRunningChanged();
           if (this.active === 0 && this.waiting.length === 0) for (const w of this.idleWaiters.splice(0)) w();
         });
     }

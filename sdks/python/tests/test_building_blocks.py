@@ -251,3 +251,79 @@ def test_the_routes_view_decides_only_when_complete_and_lets_a_message_that_may_
     assert view.refusal("topic", "orders") is None
     view.reset()
     assert (view.ready, view.verdict("capability", "read_ledger"), view.refusal("capability", "read_ledger")) == (False, None, None)
+
+
+async def test_the_work_queue_says_when_the_number_of_running_jobs_changed() -> None:
+    from agent_reach.work_queue import WorkQueue
+
+    gates: list[asyncio.Event] = []
+    seen: list[int] = []
+
+    async def run(_: int) -> None:
+        gate = asyncio.Event()
+        gates.append(gate)
+        await gate.wait()
+
+    q: WorkQueue[int] = WorkQueue(2, run, lambda: seen.append(q.running))
+    for i in range(3):
+        q.push(i)  # the third waits: running stays 2
+    assert seen == [1, 2]
+    await asyncio.sleep(0)
+    gates[0].set()  # job 3 takes the freed slot
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert seen == [1, 2]
+    gates[1].set()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert seen == [1, 2, 1]
+    for g in gates:
+        g.set()
+    await q.idle()
+
+
+async def test_early_beat_tells_the_registry_when_the_load_crosses_the_busy_line_at_most_once_per_gap() -> None:
+    from agent_reach.early_beat import EarlyBeat
+
+    running = 0
+    beats: list[int] = []
+    in_flight = False
+    now = [1000.0]
+
+    def beat() -> bool:
+        if in_flight:
+            return False
+        beats.append(running)
+        early.sent(running)
+        return True
+
+    early = EarlyBeat(max_concurrency=1, running=lambda: running, beat=beat, min_gap=0.05, clock=lambda: now[0])
+
+    def set_running(n: int) -> None:
+        nonlocal running
+        running = n
+        early.changed()
+
+    early.sent(0)  # the regular heartbeat: idle
+    set_running(1)  # full, but the last beat was just now: after the gap
+    await asyncio.sleep(0.01)
+    assert beats == []
+    now[0] += 0.05
+    await asyncio.sleep(0.08)
+    assert beats == [1]
+    now[0] += 10
+    in_flight = True
+    set_running(0)  # freed 10 s after the busy report: at once, unless a beat is on its way
+    await asyncio.sleep(0.01)
+    assert beats == [1]
+    in_flight = False
+    await asyncio.sleep(0.1)
+    assert beats == [1, 0]
+    set_running(1)
+    set_running(0)  # crossed back before the gap ended: nothing to correct
+    await asyncio.sleep(0.1)
+    assert beats == [1, 0]
+    set_running(1)
+    early.stop()
+    await asyncio.sleep(0.1)
+    assert beats == [1, 0]

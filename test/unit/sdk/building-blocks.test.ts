@@ -1,7 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { signToken } from '@reach/core';
 import {
   DedupeCache,
+  EarlyBeat,
   LoadTracker,
   SessionContext,
   WorkQueue,
@@ -123,8 +124,102 @@ describe('WorkQueue (max_concurrency with a local queue)', () => {
     expect(q.running + q.queued).toBe(0);
   });
 
+  it('says when the number of running jobs changed, not when a waiting job took a freed slot', async () => {
+    const releases: Array<() => void> = [];
+    const seen: number[] = [];
+    const q: WorkQueue<number> = new WorkQueue<number>(
+      2,
+      () => new Promise<void>((resolve) => releases.push(resolve)),
+      () => seen.push(q.running),
+    );
+    q.push(1);
+    q.push(2);
+    q.push(3); // waits: running stays 2
+    expect(seen).toEqual([1, 2]);
+    releases.shift()!(); // job 3 takes the slot
+    await new Promise((r) => setImmediate(r));
+    expect(seen).toEqual([1, 2]);
+    releases.shift()!();
+    await new Promise((r) => setImmediate(r));
+    expect(seen).toEqual([1, 2, 1]);
+  });
+
   it('refuses a non-positive limit', () => {
     expect(() => new WorkQueue(0, () => Promise.resolve())).toThrow(RangeError);
+  });
+});
+
+describe('EarlyBeat (a heartbeat when the load crosses the busy line)', () => {
+  afterEach(() => vi.useRealTimers());
+
+  function node(maxConcurrency: number) {
+    vi.useFakeTimers({ now: 1_000_000 });
+    let running = 0;
+    const beats: number[] = [];
+    let busyBeat = false;
+    const early: EarlyBeat = new EarlyBeat({
+      maxConcurrency,
+      running: () => running,
+      beat: () => {
+        if (busyBeat) return false;
+        beats.push(running);
+        early.sent(running);
+        return true;
+      },
+    });
+    return {
+      early,
+      beats,
+      set: (n: number) => {
+        running = n;
+        early.changed();
+      },
+      beatInFlight: (v: boolean) => (busyBeat = v),
+    };
+  }
+
+  it('beats when a slot frees after a busy report, and when the node fills up, at most once per gap', () => {
+    const n = node(1);
+    n.early.sent(0); // the regular heartbeat: idle
+    n.set(1); // full: routers must stop choosing it, but the last beat was just now
+    vi.advanceTimersByTime(1_999);
+    expect(n.beats).toEqual([]);
+    vi.advanceTimersByTime(1);
+    expect(n.beats).toEqual([1]);
+    vi.advanceTimersByTime(10_000);
+    n.set(0); // the only slot freed, 10 s after the busy report: at once
+    vi.advanceTimersByTime(0);
+    expect(n.beats).toEqual([1, 0]);
+  });
+
+  it('stays quiet while the load stays on one side of the line, or crosses back before the beat', () => {
+    const n = node(10);
+    n.early.sent(2);
+    for (const x of [3, 4, 2, 1, 4]) n.set(x); // below 5 of 10: the report holds
+    vi.advanceTimersByTime(5_000);
+    expect(n.beats).toEqual([]);
+    n.early.sent(0);
+    n.set(6);
+    n.set(4); // back below before the gap ends: nothing to correct
+    vi.advanceTimersByTime(5_000);
+    expect(n.beats).toEqual([]);
+  });
+
+  it('tries again after the gap when a heartbeat is already on its way, and never after stop()', () => {
+    const n = node(2);
+    n.early.sent(2);
+    vi.advanceTimersByTime(5_000);
+    n.beatInFlight(true);
+    n.set(0);
+    vi.advanceTimersByTime(0);
+    expect(n.beats).toEqual([]);
+    n.beatInFlight(false);
+    vi.advanceTimersByTime(2_000);
+    expect(n.beats).toEqual([0]);
+    n.set(2);
+    n.early.stop();
+    vi.advanceTimersByTime(10_000);
+    expect(n.beats).toEqual([0]);
   });
 });
 

@@ -122,11 +122,13 @@ class DeliveryRunner:
         agent_id: Callable[[], str | None],
         send: Callable[[AgentFrame], None],
         api: AgentApi,
+        on_load_changed: Callable[[], None] | None = None,
     ) -> None:
+        """``on_load_changed``: a handler started or ended (the heartbeat's current_load changed)."""
         self._handlers: dict[str, _Registered] = {}
         self._subscriptions: dict[str, _Registered] = {}
         self._direct: _Registered | None = None
-        self._queue: WorkQueue[_Job] = WorkQueue(max_concurrency, self._run)
+        self._queue: WorkQueue[_Job] = WorkQueue(max_concurrency, self._run, on_load_changed)
         self._dedupe = DedupeCache(dedupe)
         self._outcomes = LoadTracker()
         self._report_progress = report_progress

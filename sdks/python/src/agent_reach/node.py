@@ -31,6 +31,7 @@ from . import frames
 from .agent_socket import CLOSE_AUTH_FAILED, CLOSE_DUPLICATE, AgentSocket
 from .backoff import RECONNECT_BACKOFF, Backoff, reconnect_delay
 from .dedupe import DedupeOptions
+from .early_beat import EarlyBeat
 from .delivery_runner import DeliveryRunner
 from .direct import shared_local_reach
 from .env import connection_from_env
@@ -147,8 +148,13 @@ class AgentNode:
         self._handle_signals = handle_signals
         self._random = random
         metadata = self._descriptor.get("metadata") or {}
+        max_concurrency = int(metadata.get("max_concurrency", 10))
+        self._beating = False
+        #: A heartbeat as soon as the load crosses the busy line, not half a lease later.
+        self._early_beat = EarlyBeat(max_concurrency=max_concurrency, running=lambda: self._runner.running, beat=self._beat_early)
         self._runner = DeliveryRunner(
-            max_concurrency=int(metadata.get("max_concurrency", 10)),
+            max_concurrency=max_concurrency,
+            on_load_changed=self._early_beat.changed,
             dedupe=dedupe,
             report_progress=report_progress,
             log=self._log,
@@ -604,12 +610,24 @@ class AgentNode:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
             await self._beat(timeout=max(1.0, min(10.0, every)))
 
+    def _beat_early(self) -> bool:
+        """EarlyBeat's heartbeat: False while one is on its way (it tries again after its gap)."""
+        if self._registration is None or self._state != "running":
+            return True  # nothing to tell
+        if self._beating:
+            return False
+        self._background_task(self._beat(timeout=max(1.0, min(10.0, self._heartbeat_every or 10.0))))
+        return True
+
     async def _beat(self, timeout: float) -> None:
         reg = self._registration
         if reg is None or self._registry is None:
             return
+        load = self.load()
+        self._early_beat.sent(load["current_load"])
+        self._beating = True
         try:
-            await asyncio.wait_for(self._registry.heartbeat(reg.agent_id, reg.token, self.load()), timeout)
+            await asyncio.wait_for(self._registry.heartbeat(reg.agent_id, reg.token, load), timeout)
         except TimeoutError:
             self._log.warning("heartbeat of %s timed out", reg.agent_id)
         except ReachError as err:
@@ -619,6 +637,8 @@ class AgentNode:
                 self._background_task(self._renew("the heartbeat was refused"))
             else:
                 self._log.warning("heartbeat of %s failed: %s", reg.agent_id, err)
+        finally:
+            self._beating = False
 
     def _schedule_token_refresh(self, delay: float | None = None) -> None:
         assert self._registration is not None
@@ -920,6 +940,7 @@ class AgentNode:
     async def _shutdown(self, drain_timeout: float, *, deregister: bool) -> None:
         was_started = self._state != "new"
         self._state = "stopping"
+        self._early_beat.stop()
         self._remove_signal_handlers()
         if self._replaced:
             await self._cancel_timers()  # the agent is someone else's now: no heartbeat for it

@@ -14,11 +14,13 @@ _log = logging.getLogger("agent_reach")
 
 
 class WorkQueue(Generic[T]):
-    def __init__(self, limit: int, run: Callable[[T], Awaitable[None]]) -> None:
+    def __init__(self, limit: int, run: Callable[[T], Awaitable[None]], on_running_changed: Callable[[], None] | None = None) -> None:
+        """``on_running_changed`` is called after jobs started or one ended (``running`` changed)."""
         if limit < 1:
             raise ValueError(f"concurrency limit must be a positive integer, got {limit}")
         self._limit = limit
         self._run = run
+        self._on_running_changed = on_running_changed
         self._waiting: deque[T] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
@@ -33,9 +35,15 @@ class WorkQueue(Generic[T]):
         return len(self._waiting)
 
     def push(self, item: T) -> None:
+        before = len(self._tasks)
         self._waiting.append(item)
         self._idle.clear()
         self._pump()
+        self._report(before)
+
+    def _report(self, before: int) -> None:
+        if len(self._tasks) != before and self._on_running_changed is not None:
+            self._on_running_changed()
 
     def take_queued(self) -> list[T]:
         """Removes and returns every job that has not started yet."""
@@ -60,8 +68,10 @@ class WorkQueue(Generic[T]):
             # `run` owns its errors; this only keeps a bug there from stalling the queue.
             _log.exception("a job of the work queue failed")
         finally:
+            before = len(self._tasks)
             self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
-            self._pump()
+            self._pump()  # the next waiting job takes the freed slot: then ``running`` did not change
+            self._report(before)
             self._check_idle()
 
     def _check_idle(self) -> None:
