@@ -12,7 +12,7 @@ import { forEachLimit, type StackEndpoints } from './stack.js';
  * stages write for a delivered message) are encoded ahead of time with the registry codec,
  * packed PACK to a record as the stages pack them (reach.status-batches.v1), and produced as
  * fast as the broker takes them, while the tracker's progress
- * is sampled: its own counters (rows_written_total for timeline rows, outcomes_total for
+ * is sampled: its own counters (timeline_events_total for timeline events, outcomes_total for
  * DELIVERED message rows), or — when its metrics cannot be read — its consumer group's commits,
  * which follow the PostgreSQL commit. Its ceiling is its rate while it had a backlog.
  *
@@ -49,11 +49,11 @@ export function trackerCounters(metricsText: string): { events: number; delivere
   let delivered = 0;
   for (const line of metricsText.split('\n')) {
     if (line.startsWith('#')) continue;
-    const m = /^[a-z_]*tracker_(rows_written_total|outcomes_total)\{([^}]*)\}\s+(\S+)/.exec(line);
+    const m = /^[a-z_]*tracker_(timeline_events_total|outcomes_total)(?:\{([^}]*)\})?\s+(\S+)/.exec(line);
     if (!m) continue;
     const value = Number(m[3]);
-    if (m[1] === 'rows_written_total' && m[2]!.includes('table="message_events"')) events += value;
-    if (m[1] === 'outcomes_total' && m[2]!.includes('state="DELIVERED"')) delivered += value;
+    if (m[1] === 'timeline_events_total') events += value;
+    if (m[1] === 'outcomes_total' && (m[2] ?? '').includes('state="DELIVERED"')) delivered += value;
   }
   return { events, delivered };
 }

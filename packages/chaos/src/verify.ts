@@ -51,7 +51,7 @@ export async function firstHandledBy(db: pg.Pool, ids: readonly string[], servic
     async (chunk) =>
       (
         await db.query<{ at: Date | null }>(
-          'SELECT min(at) AS at FROM message_events WHERE message_id = ANY($1) AND service = $2 AND instance LIKE $3 AND at > $4',
+          'SELECT min(at) AS at FROM message_timeline WHERE message_id = ANY($1) AND service = $2 AND instance LIKE $3 AND at > $4',
           [chunk, service, `%-${pid}`, new Date(after)],
         )
       ).rows,
@@ -102,7 +102,7 @@ export async function verify(db: pg.Pool, ledger: Ledger): Promise<Verdict> {
     async (chunk) =>
       (
         await db.query<{ message_id: string; state: string; attempt: number; agent_id: string | null }>(
-          'SELECT message_id, state, attempt, agent_id FROM message_events WHERE message_id = ANY($1) ORDER BY message_id, at, event_id',
+          'SELECT message_id, state, attempt, agent_id FROM message_timeline WHERE message_id = ANY($1) ORDER BY message_id, at, event_id',
           [chunk],
         )
       ).rows,

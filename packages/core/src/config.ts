@@ -567,12 +567,12 @@ export const OPTIONS = {
   retentionMessages: duration(
     'REACH_RETENTION_MESSAGES',
     7 * 86400,
-    'How long the read model (PostgreSQL `messages` and `message_events`) keeps a message and its timeline, counted from its created_at. The tracker drops whole partitions once all their rows are older (never row by row), so a message stays up to one REACH_PARTITION_INTERVAL longer.',
+    'How long the read model (PostgreSQL `messages`, each row with its timeline) keeps a message, counted from its created_at. The tracker drops whole partitions once all their rows are older (never row by row), so a message stays up to one REACH_PARTITION_INTERVAL longer.',
   ),
   partitionInterval: duration(
     'REACH_PARTITION_INTERVAL',
     86400,
-    'Time span of one partition of `messages` and `message_events` (aligned to the UTC epoch: 1d = UTC days). The tracker creates the current one and three ahead. Seconds-long values are for tests; change it only on an empty read model or expect a gap in the DEFAULT partition until the old partitions age out.',
+    'Time span of one partition of `messages` (and of `message_events`, which holds the timelines written before migration 012) (aligned to the UTC epoch: 1d = UTC days). The tracker creates the current one and three ahead. Seconds-long values are for tests; change it only on an empty read model or expect a gap in the DEFAULT partition until the old partitions age out.',
     { minS: 5, maxS: 31 * 86400 },
   ),
   retentionDeadLetters: duration(

@@ -50,6 +50,11 @@ export function createPgPool(url: string, opts: PgPoolOptions = {}): Pool {
     application_name: opts.applicationName ?? 'agent-reach',
     // TCP keep-alive notices a dead server (or a dropped NAT entry) on idle connections.
     keepAlive: true,
+    // Every statement here is short (a batch upsert, index lookups): compiling one with JIT costs
+    // far more than running it. The tracker's write over a batch of 300 messages ran in 16 ms
+    // and took 1.5 s to JIT-compile (its set-returning jsonb functions are estimated at 100 rows
+    // each, which lifts the plan over jit_above_cost), and the read model fell behind.
+    options: '-c jit=off',
   };
   if (opts.statementTimeoutMs !== undefined && opts.statementTimeoutMs > 0) {
     config.statement_timeout = opts.statementTimeoutMs;

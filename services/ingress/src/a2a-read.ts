@@ -56,7 +56,7 @@ export class A2aReadModel {
   /** The timeline in timeline order (as GET /v1/messages/{id}/events), read on every poll of a stream. */
   async timeline(messageId: string): Promise<TimelineEntry[]> {
     return this.query<TimelineEntry & QueryResultRow>(
-      `SELECT state, at, attempt, service, agent_id, code, reason FROM message_events WHERE message_id = $1 ORDER BY ${EVENT_ORDER}`,
+      `SELECT state, at, attempt, service, agent_id, code, reason FROM message_timeline WHERE message_id = $1 ORDER BY ${EVENT_ORDER}`,
       [messageId],
     );
   }

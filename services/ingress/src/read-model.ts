@@ -100,7 +100,7 @@ export class ReadModel {
     if (messageIds.length === 0) return [];
     return this.query<EventRow>(
       `SELECT message_id, state, at, attempt, service, instance, agent_id, code, reason, detail
-         FROM message_events WHERE message_id = ANY($1::text[]) ORDER BY ${EVENT_ORDER}`,
+         FROM message_timeline WHERE message_id = ANY($1::text[]) ORDER BY ${EVENT_ORDER}`,
       [messageIds],
     );
   }

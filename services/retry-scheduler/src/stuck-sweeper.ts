@@ -186,7 +186,7 @@ export class StuckSweeper {
                 parent_message_id, trace_id, request_id, session_id, correlation_id, reply_to, idempotency_key, priority,
                 expire_at, code, reason, updated_at,
                 CASE WHEN attempt > 0 THEN
-                  (SELECT max(e.at) FROM message_events e
+                  (SELECT max(e.at) FROM message_timeline e
                     WHERE e.message_id = m.message_id AND e.created_at = m.created_at AND e.state = 'PENDING' AND e.detail ? 'budget_from')
                 END AS budget_from
            FROM messages m

@@ -4,7 +4,7 @@ import { resultForJsonb, type MessageColumns } from '@reach/store';
 
 /**
  * Pure folding of a batch of status events into the rows the tracker writes: one upsert row per
- * message (its most advanced state in the batch) and one timeline row per event. The database
+ * message (its most advanced state in the batch, with its events as timeline entries). The database
  * applies the same "only forward" rule against what it already holds (see writer.ts), so the
  * outcome does not depend on how events were split into batches or in what order they came.
  */
@@ -57,6 +57,8 @@ export function isRefinement(a: { attempt: number; state: string; at: number }, 
 export interface MessageUpsert extends Omit<MessageColumns<number>, 'result'> {
   /** JSON text of the handler's result, when an event of the batch carried one. */
   result: string | null;
+  /** JSON text: the batch's events of this message as timeline entries (timelineEntry). */
+  timeline: string;
 }
 
 export interface EventInsert {
@@ -77,7 +79,17 @@ export interface EventInsert {
 
 export interface FoldedBatch {
   messages: MessageUpsert[];
+  /** Every event of the batch once, as its timeline entry says it (each message's `timeline`). */
   events: EventInsert[];
+}
+
+/**
+ * One entry of `messages.timeline`, as JSON text: a positional array in the order of the view
+ * message_timeline's columns (migration 012). Built as text: the detail is already JSON.
+ */
+export function timelineEntry(e: EventInsert): string {
+  const str = (v: string | null) => (v === null ? 'null' : JSON.stringify(v));
+  return `[${str(e.event_id)},${e.at},${str(e.state)},${e.attempt},${str(e.service)},${str(e.instance)},${str(e.agent_id)},${e.code ?? 'null'},${str(e.reason)},${e.detail ?? 'null'}]`;
 }
 
 /** Why an event cannot be stored at all (it goes to the DLQ instead of blocking the partition). */
@@ -233,6 +245,26 @@ export function foldBatch(batch: readonly StatusEvent[], known: ReadonlyMap<stri
     const ordered = [winner, ...list.filter((e) => e !== winner)];
     const meta = <T>(pick: (e: StatusEvent) => T | null | undefined): T | null => firstOf(ordered, pick);
     const priority = meta((e) => e.priority);
+    const entries: string[] = [];
+    list.forEach((e, i) => {
+      if (events.has(e.event_id)) return;
+      const event: EventInsert = {
+        event_id: text(e.event_id, MAX_ID),
+        message_id: text(id, MAX_ID),
+        created_at: created,
+        at: time(e.at) ?? Date.now(),
+        state: e.state,
+        attempt: Math.max(0, e.attempt),
+        service: text(e.service, MAX_INDEXED),
+        instance: optText(e.instance, MAX_INDEXED),
+        agent_id: optText(e.agent_id, MAX_INDEXED),
+        code: int32(e.code),
+        reason: optText(e.reason, MAX_TEXT),
+        detail: parsed[i]!.json,
+      };
+      events.set(e.event_id, event);
+      entries.push(timelineEntry(event));
+    });
     messages.push({
       message_id: text(id, MAX_ID),
       created_at: created,
@@ -289,23 +321,7 @@ export function foldBatch(batch: readonly StatusEvent[], known: ReadonlyMap<stri
       ),
       // The routing rule of the most advanced step that names one (ROUTED, usually).
       rule: firstOf(byProgress(list), (e) => ruleOf(details[list.indexOf(e)])),
-    });
-    list.forEach((e, i) => {
-      if (events.has(e.event_id)) return;
-      events.set(e.event_id, {
-        event_id: text(e.event_id, MAX_ID),
-        message_id: text(id, MAX_ID),
-        created_at: created,
-        at: time(e.at) ?? Date.now(),
-        state: e.state,
-        attempt: Math.max(0, e.attempt),
-        service: text(e.service, MAX_INDEXED),
-        instance: optText(e.instance, MAX_INDEXED),
-        agent_id: optText(e.agent_id, MAX_INDEXED),
-        code: int32(e.code),
-        reason: optText(e.reason, MAX_TEXT),
-        detail: parsed[i]!.json,
-      });
+      timeline: `[${entries.join(',')}]`,
     });
   }
   return { messages, events: [...events.values()] };

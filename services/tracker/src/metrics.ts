@@ -9,6 +9,7 @@ const TERMINAL = new Set(['DELIVERED', 'REJECTED', 'DEAD']);
 /** reach_tracker_*: what the writer does, and message outcomes (R-F2). */
 export class TrackerMetrics {
   private readonly rows: Counter;
+  private readonly timelineEvents: Counter;
   private readonly batchSize: Histogram;
   private readonly writeSeconds: Histogram;
   private readonly outcomes: Counter;
@@ -18,9 +19,15 @@ export class TrackerMetrics {
 
   constructor(metrics: ServiceMetrics) {
     this.poisonRecords = metrics.poisonRecords;
-    this.rows = metrics.counter('rows_written_total', 'Rows written to the read model: message rows inserted or moved forward, timeline rows inserted.', [
-      'table',
-    ]);
+    this.rows = metrics.counter(
+      'rows_written_total',
+      'Rows written to the read model: message rows inserted or updated (status moved forward, timeline grown).',
+      ['table'],
+    );
+    this.timelineEvents = metrics.counter(
+      'timeline_events_total',
+      "Status events newly recorded in their message's timeline (a redelivered one is not counted again).",
+    );
     this.batchSize = metrics.histogram(
       'batch_size_events',
       'Status events per read-model write.',
@@ -51,7 +58,7 @@ export class TrackerMetrics {
     this.batchSize.observe(batchEvents);
     this.writeSeconds.observe(seconds);
     this.rows.inc({ table: 'messages' }, result.messages);
-    this.rows.inc({ table: 'message_events' }, result.events);
+    this.timelineEvents.inc(result.events);
     for (const e of result.newEvents) {
       if (!TERMINAL.has(e.state)) continue;
       this.outcomes.inc({ state: e.state, first_attempt: String(e.first_attempt) }, e.n);

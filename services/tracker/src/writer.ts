@@ -1,23 +1,8 @@
 import { ReachError } from '@reach/core';
 import type { Pool } from '@reach/store';
-import { CANCELED_CODE, type EventInsert, type FoldedBatch, type MessageUpsert } from './fold.js';
+import { CANCELED_CODE, type FoldedBatch, type MessageUpsert } from './fold.js';
 
 type Column<R> = readonly [name: keyof R & string, pgType: string];
-
-const EVENT_COLUMNS: ReadonlyArray<Column<EventInsert>> = [
-  ['event_id', 'text'],
-  ['message_id', 'text'],
-  ['created_at', 'timestamptz'],
-  ['at', 'timestamptz'],
-  ['state', 'text'],
-  ['attempt', 'int'],
-  ['service', 'text'],
-  ['instance', 'text'],
-  ['agent_id', 'text'],
-  ['code', 'int'],
-  ['reason', 'text'],
-  ['detail', 'jsonb'],
-];
 
 const MESSAGE_COLUMNS: ReadonlyArray<Column<MessageUpsert>> = [
   ['message_id', 'text'],
@@ -44,9 +29,10 @@ const MESSAGE_COLUMNS: ReadonlyArray<Column<MessageUpsert>> = [
   ['reason', 'text'],
   ['result', 'jsonb'],
   ['rule', 'text'],
+  ['timeline', 'jsonb'],
 ];
 
-const TIME_COLUMNS = new Set(['created_at', 'updated_at', 'at', 'expire_at']);
+const TIME_COLUMNS = new Set(['created_at', 'updated_at', 'expire_at']);
 
 /** `unnest($n::type[], …)` over the columns, numbering parameters from `first`. */
 function unnest<R>(columns: ReadonlyArray<Column<R>>, first: number): string {
@@ -80,21 +66,31 @@ const whenAdvancingOrRefining = (col: string) => `${col} = CASE WHEN ${ADVANCES}
 const keepKnown = (col: string) => `${col} = CASE WHEN cur.${col} = '' THEN excluded.${col} ELSE cur.${col} END`;
 const keepFirst = (col: string) => `${col} = COALESCE(cur.${col}, excluded.${col})`;
 
+// Timeline entries of the incoming row (`excluded`) that the stored one (`cur`) does not hold,
+// by event id (entry[0]): a redelivered event is recorded once (migration 012 has the layout).
+const NEW_ENTRIES = `(SELECT e FROM jsonb_array_elements(excluded.timeline) e
+                      WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(cur.timeline) c WHERE c->0 = e->0))`;
+
 /**
- * One statement per batch, one round trip: the timeline rows (duplicates skipped by event id)
- * and the messages upsert. A message row changes only when the batch moves it forward in
- * (attempt, state_rank), so late or repeated events never move it back; a handler's result is
- * recorded whatever the order (first result wins). Counts come back for the metrics.
+ * One statement per batch, one round trip, one row written per message: the messages upsert,
+ * which appends the batch's new timeline entries to the row's `timeline` (duplicates skipped by
+ * event id) and moves its status only when the batch moves it forward in (attempt, state_rank),
+ * so late or repeated events never move it back; a handler's result is recorded whatever the
+ * order (first result wins). `fresh` names the events the read model did not hold as this
+ * statement began, for the outcome metrics (two tracker instances racing on one message may
+ * both count an event; the row holds it once).
  */
 export const WRITE_SQL = `
-WITH ev AS (
-  INSERT INTO message_events (${EVENT_COLUMNS.map(([n]) => n).join(', ')})
-  SELECT * FROM ${unnest(EVENT_COLUMNS, 1)}
-  ON CONFLICT (event_id, created_at) DO NOTHING
-  RETURNING state, attempt, extract(epoch FROM (at - created_at))::float8 AS age_s
+WITH input AS (
+  SELECT * FROM ${unnest(MESSAGE_COLUMNS, 1)} AS i(${MESSAGE_COLUMNS.map(([n]) => n).join(', ')})
+), fresh AS (
+  SELECT e->>2 AS state, (e->>3)::int AS attempt, (e->>1)::float8 / 1000 - extract(epoch FROM i.created_at) AS age_s
+    FROM input i CROSS JOIN LATERAL jsonb_array_elements(i.timeline) e
+   WHERE NOT EXISTS (SELECT 1 FROM messages m CROSS JOIN LATERAL jsonb_array_elements(m.timeline) c
+                      WHERE m.message_id = i.message_id AND m.created_at = i.created_at AND c->0 = e->0)
 ), msg AS (
   INSERT INTO messages AS cur (${MESSAGE_COLUMNS.map(([n]) => n).join(', ')})
-  SELECT * FROM ${unnest(MESSAGE_COLUMNS, EVENT_COLUMNS.length + 1)}
+  SELECT * FROM input
   ON CONFLICT (message_id, created_at) DO UPDATE SET
     ${[
       `updated_at = CASE WHEN ${ADVANCES} THEN excluded.updated_at ELSE GREATEST(cur.updated_at, excluded.updated_at) END`,
@@ -106,6 +102,7 @@ WITH ev AS (
       whenAdvancingOrRefining('reason'),
       whenAdvancing('rule', 'COALESCE(excluded.rule, cur.rule)'),
       'result = COALESCE(cur.result, excluded.result)',
+      `timeline = cur.timeline || COALESCE((SELECT jsonb_agg(n.e) FROM ${NEW_ENTRIES} n), '[]'::jsonb)`,
       ...['message_type', 'producer', 'trace_id'].map(keepKnown),
       ...[
         'capability',
@@ -120,23 +117,22 @@ WITH ev AS (
         'expire_at',
       ].map(keepFirst),
     ].join(',\n    ')}
-  WHERE ${ADVANCES} OR ${REFINES} OR (excluded.result IS NOT NULL AND cur.result IS NULL)
+  WHERE ${ADVANCES} OR ${REFINES} OR (excluded.result IS NOT NULL AND cur.result IS NULL) OR EXISTS ${NEW_ENTRIES}
   RETURNING 1
 )
 SELECT (SELECT count(*) FROM msg)::int AS messages,
-       (SELECT count(*) FROM ev)::int AS events,
+       (SELECT count(*) FROM fresh)::int AS events,
        (SELECT coalesce(json_agg(x), '[]'::json)
           FROM (SELECT state, attempt = 0 AS first_attempt, count(*)::int AS n,
                        -- end-to-end seconds of terminal events, for the latency histogram
                        coalesce(array_agg(age_s) FILTER (WHERE state IN ('DELIVERED', 'REJECTED', 'DEAD')), '{}') AS ages_s
-                  FROM ev GROUP BY 1, 2) x) AS new_events`;
+                  FROM fresh GROUP BY 1, 2) x) AS new_events`;
 
 export interface WriteResult {
   /** Message rows inserted or moved forward. */
   messages: number;
-  /** Timeline rows inserted (not seen before). */
+  /** Timeline entries appended (not seen before). */
   events: number;
-  /** The newly inserted events by state and first attempt or not (for outcome metrics). */
   /** New timeline events by state and first attempt; ages_s: created_at → event, seconds, of terminal ones. */
   newEvents: Array<{ state: string; first_attempt: boolean; n: number; ages_s: number[] }>;
 }
@@ -155,8 +151,8 @@ export class ReadModelWriter {
   }
 
   async write(batch: FoldedBatch): Promise<WriteResult> {
-    if (batch.events.length === 0 && batch.messages.length === 0) return { messages: 0, events: 0, newEvents: [] };
-    const params = [...arrays(EVENT_COLUMNS, batch.events), ...arrays(MESSAGE_COLUMNS, batch.messages)];
+    if (batch.messages.length === 0) return { messages: 0, events: 0, newEvents: [] };
+    const params = arrays(MESSAGE_COLUMNS, batch.messages);
     const res = await this.pg.query<{ messages: number; events: number; new_events: WriteResult['newEvents'] }>(WRITE_SQL, params);
     const row = res.rows[0];
     if (!row) throw new ReachError('INTERNAL', 'the read model write returned no summary row');

@@ -7,7 +7,7 @@ import { plainKafka, registryClient, TopicTap } from '../../helpers/kafka.js';
 import { stack, uniq, urls } from '../../helpers/env.js';
 import { statusEventOf } from '../../helpers/envelope.js';
 
-// The tracker folds reach.status.v1 into PostgreSQL `messages` + `message_events` (docs/design.md §1,
+// The tracker folds reach.status.v1 into PostgreSQL `messages` (each with its timeline) (docs/design.md §1,
 // R-D1). These tests play the other stages: they produce StatusEvents themselves, out of
 // order and twice, to the real topic, and read the tables the running tracker writes.
 const kafka = plainKafka();
@@ -62,7 +62,7 @@ async function rows(messageId: string): Promise<Row[]> {
 }
 
 async function timeline(messageId: string): Promise<Array<{ event_id: string; state: string; attempt: number; detail: unknown }>> {
-  return (await pg.query('SELECT event_id, state, attempt, detail FROM message_events WHERE message_id = $1 ORDER BY at, event_id', [messageId])).rows;
+  return (await pg.query('SELECT event_id, state, attempt, detail FROM message_timeline WHERE message_id = $1 ORDER BY at, event_id', [messageId])).rows;
 }
 
 /** Waits until the tracker has written `n` timeline rows of the message (it writes a little behind the topic). */
@@ -250,7 +250,7 @@ describe('tracker', () => {
   it('exports reach_tracker_* metrics of its writes', async () => {
     const text = await (await fetch(`${urls.tracker}/metrics`)).text();
     expect(text).toMatch(/^reach_tracker_rows_written_total\{table="messages"\} [1-9]/m);
-    expect(text).toMatch(/^reach_tracker_rows_written_total\{table="message_events"\} [1-9]/m);
+    expect(text).toMatch(/^reach_tracker_timeline_events_total [1-9]/m);
     expect(text).toMatch(/^reach_tracker_batch_size_events_count [1-9]/m);
     expect(text).toMatch(/^reach_tracker_write_duration_seconds_count [1-9]/m);
     expect(text).toMatch(/^reach_tracker_outcomes_total\{state="DELIVERED",first_attempt="true"\} [1-9]/m);

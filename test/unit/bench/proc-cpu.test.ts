@@ -111,11 +111,12 @@ describe('tracker ceiling', () => {
     ]);
   });
 
-  it('reads the timeline rows and DELIVERED outcomes from the tracker\u2019s metrics', () => {
+  it('reads the timeline events and DELIVERED outcomes from the tracker\u2019s metrics', () => {
     const text = [
       '# HELP reach_tracker_rows_written_total Rows written',
       'reach_tracker_rows_written_total{table="messages"} 10',
-      'reach_tracker_rows_written_total{table="message_events"} 40',
+      '# HELP reach_tracker_timeline_events_total Status events newly recorded',
+      'reach_tracker_timeline_events_total 40',
       'reach_tracker_outcomes_total{state="DELIVERED",first_attempt="true"} 9',
       'reach_tracker_outcomes_total{state="DELIVERED",first_attempt="false"} 1',
       'reach_tracker_outcomes_total{state="DEAD",first_attempt="false"} 3',

@@ -180,11 +180,41 @@ describe('writer', () => {
   });
 
   it('writes a batch in one statement whose parameters do not grow with the batch', () => {
-    expect(WRITE_SQL.match(/\$\d+/g)!.length).toBe(36);
+    expect(WRITE_SQL.match(/\$\d+/g)!.length).toBe(25);
     // Forward only: a later (attempt, state_rank) — apart from a cancel, which nothing moves on (see above).
     expect(WRITE_SQL).toMatch(
       /WHERE \(NOT \(cur\.status = 'DEAD' AND cur\.code IS NOT DISTINCT FROM 3007\) AND \(\(excluded\.status = 'DEAD' AND excluded\.code IS NOT DISTINCT FROM 3007 AND cur\.state_rank < 3\) OR \(excluded\.attempt, excluded\.state_rank\) > \(cur\.attempt, cur\.state_rank\)\)\)/,
     );
-    expect(WRITE_SQL).toMatch(/ON CONFLICT \(event_id, created_at\) DO NOTHING/);
+    // one row per message: its new events are appended to its timeline, a known event id skipped
+    expect(WRITE_SQL).not.toContain('message_events');
+    expect(WRITE_SQL).toContain('timeline = cur.timeline || COALESCE((SELECT jsonb_agg(n.e) FROM');
+    expect(WRITE_SQL).toContain('WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(cur.timeline) c WHERE c->0 = e->0)');
+  });
+
+  it("gives each message row its batch's events as positional timeline entries, each event once", () => {
+    const id = newMessageId();
+    const pending = ev(id, 'PENDING', T + 1);
+    const folded = foldBatch([
+      pending,
+      ev(id, 'DELIVERED', T + 3, { agent_id: 'agent.a', detail_json: '{"result":{"status":"ok"}}' }),
+      { ...pending },
+      ev(id, 'DEAD', T + 4, { code: 3005, reason: 'budget "spent"' }),
+    ]);
+    expect(folded.messages).toHaveLength(1);
+    const entries = JSON.parse(folded.messages[0]!.timeline) as unknown[][];
+    expect(entries.map((e) => e[0])).toEqual([pending.event_id, `evt_${seq - 1}`, `evt_${seq}`]);
+    expect(entries[1]).toEqual([
+      `evt_${seq - 1}`,
+      T + 3,
+      'DELIVERED',
+      0,
+      pending.service,
+      pending.instance ?? null,
+      'agent.a',
+      null,
+      null,
+      { result: { status: 'ok' } },
+    ]);
+    expect(entries[2]!.slice(7, 9)).toEqual([3005, 'budget "spent"']);
   });
 });
