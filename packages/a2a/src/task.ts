@@ -21,7 +21,7 @@ export interface TaskRow {
   readonly result: unknown;
 }
 
-/** One entry of a message's timeline (message_events), in timeline order. */
+/** One entry of a message's timeline (the view message_timeline), in timeline order. */
 export interface TimelineEntry {
   readonly state: string;
   readonly at: Date;

@@ -3,7 +3,7 @@ import type { Ledger } from './ledger.js';
 
 /**
  * The verdict of a run, Jepsen-style: every accepted message is looked up in the read model
- * (PostgreSQL `messages` and `message_events`, written by the tracker) and set against what the
+ * (PostgreSQL `messages` with their timelines, written by the tracker) and set against what the
  * agents saw. Counts, not samples.
  */
 export interface Verdict {

@@ -1,7 +1,11 @@
 import type { Pool } from 'pg';
 import { quoteIdent } from './pg.js';
 
-/** The range-partitioned tables of the read model (migrations 001, 010), owned by the tracker. */
+/**
+ * The range-partitioned tables of the read model (migrations 001, 010), owned by the tracker.
+ * `message_events` is no longer written (migration 012 moved timelines into `messages`): its
+ * partitions are still made and dropped with those of `messages`, so it empties on schedule.
+ */
 export const PARTITIONED_TABLES = ['messages', 'message_events'] as const;
 export type PartitionedTable = (typeof PARTITIONED_TABLES)[number];
 

@@ -8,7 +8,7 @@ import { ReadModelWriter } from './writer.js';
 
 // tracker: the message read model: reach.status-batches.v1 (what the stages produce) and
 // reach.status.v1 (single events from outside producers and tools) → PostgreSQL `messages` and
-// `message_events`, in batches (docs/design.md §1, R-D1, R-E4). The only writer of those tables.
+// their timelines, in batches (docs/design.md §1, R-D1, R-E4). The only writer of those tables.
 const OPTIONS = ['trackerBatchSize', 'retentionMessages', 'partitionInterval'] as const;
 type Key = (typeof OPTIONS)[number];
 
