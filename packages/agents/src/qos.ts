@@ -55,6 +55,19 @@ export function statusForQos(qos: number, cooldownBelow: number): Exclude<AgentS
 }
 
 /**
+ * The status a load report gives: COOLDOWN when the QoS the agent would have with its slots
+ * free is below the threshold. Being busy is not being unhealthy: routers hold the work of a
+ * full agent until a slot frees (saturation, PENDING 2002), while COOLDOWN refuses its senders
+ * (2001). Judged on the QoS with its load, every agent reported full scored at most
+ * 0.3 × latency_score × health, under the default 0.3 as soon as it had answered anything, and
+ * its messages were REJECTED 2001 until its next heartbeat (seen once the SDKs' early
+ * heartbeats reported full agents at once). The published QoS keeps the load: it ranks agents.
+ */
+export function statusForLoad(load: LoadReport, maxConcurrency: number, cooldownBelow: number): Exclude<AgentStatus, 'OFFLINE'> {
+  return statusForQos(qosScore({ ...load, current_load: 0 }, maxConcurrency), cooldownBelow);
+}
+
+/**
  * A heartbeat's `health`: a number in [0, 1], or a word agents commonly send
  * (`ok`/`healthy` = 1, `degraded` = 0.5, `unhealthy`/`down` = 0). Undefined when unreadable.
  */

@@ -371,7 +371,12 @@ export const OPTIONS = {
     max: 3600,
   }),
   missedHeartbeats: int('REACH_MISSED_HEARTBEATS', 2, 'Consecutive missed heartbeats before an agent is OFFLINE (R-A4).', { min: 1, max: 10 }),
-  cooldownQos: num('REACH_COOLDOWN_QOS', 0.3, 'QoS score below which an agent enters COOLDOWN: no new work (R-A5).', { min: 0, max: 1 }),
+  cooldownQos: num(
+    'REACH_COOLDOWN_QOS',
+    0.3,
+    'QoS score below which an agent enters COOLDOWN: no new work (R-A5). Judged as if its slots were free: a full agent is held for by the routers (saturation), not put in COOLDOWN.',
+    { min: 0, max: 1 },
+  ),
   maxCapabilities: int('REACH_MAX_CAPABILITIES', 10, 'More capabilities than this in one descriptor are refused with 4104 (R-A2).', { min: 1, max: 1000 }),
   capabilityDictionary: str('REACH_CAPABILITY_DICTIONARY', '', 'Optional comma-separated allow-list of capability names; unknown names are refused (R-A2).'),
   // ── routing ──────────────────────────────────────────────────────────────────────────────

@@ -1,5 +1,5 @@
 import { isA2aAgent } from '@reach/a2a';
-import { leaseDurationMs, qosScore, statusForQos } from '@reach/agents';
+import { leaseDurationMs, qosScore, statusForLoad } from '@reach/agents';
 import type { Logger } from '@reach/core';
 import type { AgentRecord } from '@reach/envelope';
 import type { Redis } from '@reach/store';
@@ -63,7 +63,7 @@ export function startA2aProber(o: A2aProberOptions): { stop(): Promise<void> } {
   /** A successful probe is a heartbeat with the load the agent last had (none: an idle agent). */
   const renew = async (record: AgentRecord): Promise<void> => {
     const qos = qosScore(record.load, record.metadata.max_concurrency);
-    const status = statusForQos(qos, o.cooldownQos);
+    const status = statusForLoad(record.load, record.metadata.max_concurrency, o.cooldownQos);
     const leaseMs = leaseDurationMs(record.ttl_s, o.missedHeartbeats);
     const result = await o.store.heartbeat({ agentId: record.agent_id, leaseId: record.lease_id, nowMs: Date.now(), leaseMs, status, load: record.load, qos });
     if (result && result !== 'stale') {

@@ -5,6 +5,7 @@ import {
   heartbeatIntervalMs,
   leaseDurationMs,
   qosScore,
+  statusForLoad,
   statusForQos,
   validateDescriptor,
   generateAgentId,
@@ -177,7 +178,7 @@ export function mountAgentApi(http: HttpServer, deps: AgentApiDeps): void {
       if (!current) throw unknownAgent(id);
       const load = parseHeartbeat(body, current.load);
       const qos = qosScore(load, current.metadata.max_concurrency);
-      const status = statusForQos(qos, config.cooldownQos);
+      const status = statusForLoad(load, current.metadata.max_concurrency, config.cooldownQos);
       const now = Date.now();
       const leaseMs = leaseDurationMs(current.ttl_s, config.missedHeartbeats);
       const result = await store.heartbeat({ agentId: id, leaseId: current.lease_id, nowMs: now, leaseMs, status, load, qos });

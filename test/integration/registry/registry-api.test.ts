@@ -179,8 +179,16 @@ describe('POST /v1/agents/{id}/heartbeat', () => {
 
   it('enters COOLDOWN below REACH_COOLDOWN_QOS and returns to ONLINE above it, on the feed too', async () => {
     const reg = await register(descriptor(), null);
+    // Health decides, not load: a full agent stays ONLINE (its work is held by the routers), one
+    // that fails most of its work goes COOLDOWN (qos.ts statusForLoad).
+    const full = await call<{ status: string; qos: number }>('POST', `/v1/agents/${reg.agent_id}/heartbeat`, {
+      body: { current_load: 4, avg_latency_ms: 20_000, health: 0.9 },
+      token: reg.token,
+    });
+    expect(full.body).toMatchObject({ status: 'ONLINE' });
+    expect(full.body.qos).toBeLessThan(0.3);
     const down = await call<{ status: string; qos: number }>('POST', `/v1/agents/${reg.agent_id}/heartbeat`, {
-      body: { current_load: 4, avg_latency_ms: 20_000, health: 0.5 },
+      body: { current_load: 4, avg_latency_ms: 20_000, health: 0.3 },
       token: reg.token,
     });
     expect(down.body.status).toBe('COOLDOWN');

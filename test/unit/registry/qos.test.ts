@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { healthValue, loadRateOf, qosScore, statusForQos } from '@reach/agents';
+import { healthValue, loadRateOf, qosScore, statusForLoad, statusForQos } from '@reach/agents';
 
 // R-A5: QoS from load rate, latency and health; below the threshold → COOLDOWN.
 const idle = { current_load: 0, queue_length: 0, avg_latency_ms: 0, health: 1 };
@@ -46,6 +46,22 @@ describe('qosScore', () => {
         expect(qosScore({ ...r, health: r.health / 2 }, mc)).toBeLessThanOrEqual(q);
       }),
     );
+  });
+});
+
+describe('statusForLoad', () => {
+  it('never puts an agent in COOLDOWN for being full: the routers hold its work instead', () => {
+    // full, fast, 95 % healthy: QoS 0.28 with the load, under the 0.3 threshold
+    const full = { current_load: 10, queue_length: 4, avg_latency_ms: 120, health: 0.95 };
+    expect(qosScore(full, 10)).toBeLessThan(0.3);
+    expect(statusForLoad(full, 10, 0.3)).toBe('ONLINE');
+  });
+
+  it('still puts an unhealthy agent in COOLDOWN, busy or idle', () => {
+    const failing = { current_load: 0, queue_length: 0, avg_latency_ms: 20_000, health: 0.3 };
+    expect(statusForLoad(failing, 4, 0.3)).toBe('COOLDOWN');
+    expect(statusForLoad({ ...failing, current_load: 4 }, 4, 0.3)).toBe('COOLDOWN');
+    expect(statusForLoad({ ...failing, health: 1 }, 4, 0.3)).toBe('ONLINE');
   });
 });
 

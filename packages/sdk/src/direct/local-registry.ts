@@ -6,7 +6,7 @@ import {
   leaseDurationMs,
   offersCapability,
   qosScore,
-  statusForQos,
+  statusForLoad,
   validateDescriptor,
   type DescriptorRules,
 } from '@reach/agents';
@@ -106,7 +106,7 @@ export class LocalRegistry {
       ...current,
       load: parsed,
       qos,
-      status: statusForQos(qos, this.config.cooldownQos),
+      status: statusForLoad(parsed, current.metadata.max_concurrency, this.config.cooldownQos),
       revision: ++this.revision,
       lease_expires_at: now + leaseDurationMs(current.ttl_s, this.config.missedHeartbeats),
       updated_at: now,
