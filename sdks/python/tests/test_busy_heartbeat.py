@@ -48,7 +48,7 @@ async def test_the_task_held_for_a_full_agent_goes_out_when_its_slot_frees(reach
     held = await reach_env.submit({"capability": capability, "payload": "held"})
 
     async def held_2002() -> bool | None:
-        return _true_or_none(any(e["state"] == "PENDING" and e.get("code") == 2002 for e in await reach_env.events(held["message_id"])))
+        return True if any(e["state"] == "PENDING" and e.get("code") == 2002 for e in await reach_env.events(held["message_id"])) else None
 
     await eventually("the task held for the busy agent (PENDING 2002)", held_2002)
     slot.set()
