@@ -66,7 +66,14 @@ export function reconnectingUntil(presence: Presence | undefined, graceMs: numbe
   return until > now ? until : null;
 }
 
-/** ONLINE (not COOLDOWN or OFFLINE) with an unexpired lease. */
+/**
+ * ONLINE (not COOLDOWN or OFFLINE) with an unexpired lease. An agent in COOLDOWN whose circuit is
+ * also open counts as a circuit rejection (3001), not a liveness one (2001): an SDK agent that
+ * fails its work reports a low health and goes COOLDOWN as its circuit opens, and a sender told
+ * "no live agent" about an agent that is registered and connected is misled; CIRCUIT_OPEN says
+ * what happened and that it ends (the open period). Found by the Python pre-flight test, where
+ * the early heartbeat (load past half) brought the COOLDOWN within a second of the circuit.
+ */
 export function liveness(agent: AgentRecord, now: number): 'status' | 'lease' | undefined {
   if (agent.status !== 'ONLINE') return 'status';
   if (agent.lease_expires_at <= now) return 'lease';
@@ -94,7 +101,7 @@ export function filterCandidates(index: AgentIndex, input: FilterInput): FilterR
     }
     const dead = liveness(agent, input.now);
     if (dead) {
-      reject(dead);
+      reject(dead === 'status' && agent.status === 'COOLDOWN' && input.hooks?.circuitOpen?.(agent.agent_id) ? 'circuit' : dead);
       continue;
     }
     const presence = index.presenceOf(agent.agent_id);

@@ -5,11 +5,13 @@ Queued mode only: direct mode has no circuit breakers (docs/direct-mode.md)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from agent_reach import Message, ReachError
 from agent_reach.testing import TestEnvironment
-from conftest import until
+from conftest import eventually, until
 
 pytestmark = pytest.mark.parametrize("reach_env", ["queued"], indirect=True)
 
@@ -29,3 +31,14 @@ async def test_3001_when_the_only_agent_has_an_open_circuit(reach_env: TestEnvir
     with pytest.raises(ReachError) as refused:
         await caller.node.request(flaky, {})
     assert (refused.value.code, refused.value.details.get("preflight")) == (3001, "local")
+
+    # Failing all its work, the agent also reports health 0 in its heartbeats and goes COOLDOWN.
+    # Its senders are still told the circuit (3001), not "no live agent" (2001): the early
+    # heartbeat made that COOLDOWN come within a second of the circuit, and the view said 2001.
+    async def cooled_down() -> bool | None:
+        return True if any(a.get("status") == "COOLDOWN" for a in await reach_env.agents(flaky)) else None
+
+    await eventually("the failing agent in COOLDOWN", cooled_down, timeout=30)
+    for _ in range(40):  # 2 s: the COOLDOWN reaches the view within milliseconds
+        assert caller.node.route_verdict(flaky) == 3001
+        await asyncio.sleep(0.05)

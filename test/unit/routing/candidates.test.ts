@@ -23,6 +23,13 @@ describe('candidate filter (R-B2)', () => {
     expect(r.rejected).toEqual({ status: 2 });
   });
 
+  it('names the circuit for an agent in COOLDOWN whose circuit is open (3001 for its senders), the status otherwise', () => {
+    const index = indexOf(agent('cool', { status: 'COOLDOWN' }), agent('off', { status: 'OFFLINE' }));
+    const r = filterCandidates(index, input({ hooks: { circuitOpen: () => true } }));
+    expect(ids(r)).toEqual([]);
+    expect(r.rejected).toEqual({ circuit: 1, status: 1 });
+  });
+
   it('drops agents whose lease has expired', () => {
     const index = indexOf(agent('live'), agent('stale', { leaseExpiresAt: NOW - 1 }), agent('edge', { leaseExpiresAt: NOW }));
     const r = filterCandidates(index, input());

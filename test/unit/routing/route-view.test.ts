@@ -34,6 +34,14 @@ describe('routesView', () => {
     expect(view(index, { hooks: { circuitOpen: (id) => id === 'a' } }).capabilities).toEqual({ parse_pdf: 0 });
   });
 
+  it('3001, not 2001, when the agent is in COOLDOWN and its circuit is open too (an agent failing its work reports both)', () => {
+    const index = indexOf(agent('cool', { status: 'COOLDOWN' }));
+    expect(view(index, { hooks: { circuitOpen: () => true } }).capabilities).toEqual({ parse_pdf: 3001 });
+    expect(view(index, { hooks: { circuitOpen: () => false } }).capabilities).toEqual({ parse_pdf: 2001 });
+    // An expired lease is not named for its circuit: that agent is gone, not failing.
+    expect(view(indexOf(agent('old', { leaseExpiresAt: NOW - 1 })), { hooks: { circuitOpen: () => true } }).capabilities).toEqual({ parse_pdf: 2001 });
+  });
+
   it('2003 when every agent is in a domain no grant opens to the producer; a grant makes it 0', () => {
     const finance = agent('ledger', { caps: [cap('read_ledger')] });
     finance.metadata.domain = 'finance';
