@@ -18,7 +18,7 @@ export {
   type KafkaNode,
 } from './local/kafka.js';
 export { classArchiveArgs, classArchivePath, ensureClassArchive, type TrainingRun } from './local/kafka-class-archive.js';
-export { serviceInstances, SERVICES, INSTANCE_PORT_STEP, MAX_INSTANCES, type UpOptions } from './local/stack.js';
+export { serviceInstances, SERVICES, INSTANCE_PORT_STEP, MAX_INSTANCES, QUIET_SERVICES, QUIET_SERVICE_NODE_FLAGS, type UpOptions } from './local/stack.js';
 export { parseUpArgs } from './commands/up.js';
 export { defaultHome, paths } from './paths.js';
 export { dirBytes, kafkaStorage, type KafkaStorage } from './local/kafka-storage.js';

@@ -8,6 +8,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ConfigError, loadConfig, OPTIONS, type OptionKey } from '@reach/core';
 import { requireTool, run } from '../../integration/deploy/promql.js';
+import { QUIET_SERVICE_NODE_FLAGS, QUIET_SERVICES } from '@reach/cli';
+
+/** The node flags the quiet services add (packages/cli local/stack.ts), as the local stack runs them. */
+const quietFlags = (name: string): string[] => (QUIET_SERVICES.includes(name) ? [...QUIET_SERVICE_NODE_FLAGS] : []);
 
 // docker-compose.yml (R-H1) and its Dockerfile. No Docker engine runs here, so the file is
 // checked by docker-compose's own loader (`docker-compose config`: interpolation, merge keys,
@@ -96,7 +100,7 @@ describe('docker-compose.yml', { timeout: 60_000 }, () => {
       const s = services[name];
       expect(s, `a container for services/${name}`).toBeDefined();
       expect(s!.build?.dockerfile).toBe('deploy/docker/Dockerfile');
-      expect(s!.command).toEqual([`services/${name}/dist/main.js`]);
+      expect(s!.command).toEqual([...quietFlags(name), `services/${name}/dist/main.js`]);
       expect(existsSync(join('services', name, 'src', 'main.ts'))).toBe(true);
       const portOption = Object.values(OPTIONS).find((o) => o.env === `REACH_${name.toUpperCase().replace(/-/g, '_')}_PORT`);
       const port = portOption?.default as number;

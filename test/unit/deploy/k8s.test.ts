@@ -4,6 +4,10 @@ import ts from 'typescript';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { loadConfig, OPTIONS, type OptionKey } from '@reach/core';
+import { QUIET_SERVICE_NODE_FLAGS, QUIET_SERVICES } from '@reach/cli';
+
+/** The node flags the quiet services add (packages/cli local/stack.ts), as the local stack runs them. */
+const quietFlags = (name: string): string[] => (QUIET_SERVICES.includes(name) ? [...QUIET_SERVICE_NODE_FLAGS] : []);
 
 // The Kubernetes manifests (R-H2), validated against the Kubernetes API schemas twice over:
 // kubernetes-models' JSON-schema validators (types, formats, enums, required fields) and its
@@ -134,7 +138,7 @@ describe('Kubernetes manifests', () => {
       expect(d, `a Deployment for services/${name}`).toBeDefined();
       expect(d!.spec!.replicas, name).toBeGreaterThanOrEqual(2);
       const c = d!.spec!.template!.spec.containers[0]!;
-      expect(c.args).toEqual([`services/${name}/dist/main.js`]);
+      expect(c.args).toEqual([...quietFlags(name), `services/${name}/dist/main.js`]);
       const port = Object.values(OPTIONS).find((o) => o.env === `REACH_${name.toUpperCase().replace(/-/g, '_')}_PORT`)?.default;
       expect(c.ports?.map((p) => p.containerPort)).toEqual([port]);
     }
