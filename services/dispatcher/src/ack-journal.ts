@@ -70,7 +70,7 @@ export class AckJournal {
         if (!a) return;
         const head = parseHead(a.head);
         if (head) {
-          records.push(this.d.outcomes.delivered(a.agent, head, a.ackedAt));
+          records.push(...this.d.outcomes.journaled(a.agent, a.seq, head, a.ackedAt));
           budgets.set(ids[i]!, head.budget_at);
         } else this.d.log.error({ message_id: ids[i] }, 'unreadable ack journal entry dropped');
       });

@@ -67,6 +67,7 @@ export class Announcer {
         traceId: it.traceId,
         traceparent: entryTraceparent(it.entry),
         frame: frameOf(it.entry),
+        entry: it.entry,
       });
     });
   }

@@ -10,8 +10,8 @@
  *   ARGV[1] max_concurrency (0 = no cap)   ARGV[2..4] lane weights   ARGV[5] now (epoch ms)
  *   ARGV[6] buffer TTL s   ARGV[7] counter TTL s   ARGV[8] agent id
  * Script-specific keys and arguments follow; the promoting ones also name ENDED_MESSAGES (the
- * messages marked ended: `fill` drops their waiting entries instead of promoting them), KEYS[12]
- * in APPEND and TAKE, KEYS[9] in TAKE_EXPIRED and FILL.
+ * messages marked ended: `fill` drops their waiting entries instead of promoting them), KEYS[11]
+ * in APPEND, KEYS[12] in TAKE, KEYS[9] in TAKE_EXPIRED and FILL.
  *
  * A waiting entry (member of a lane, score = arrival order) is
  *     "<window_ms> <budget_at|0> <queued_at> <attempt>\n<head>\n<message part>"
@@ -213,24 +213,20 @@ end
  * entry again and repeats its DELIVERING: the first pass may have failed before doing so),
  * {-2, order} while it still waits, {-3} once it has moved on (answered, failed, promoted by
  * whoever freed its slot, or given up).
- *
- * A delivery put straight into the buffer is also marked unreleased (KEYS[11], score = seq,
- * member = '<seq>:<now>') in the same step: its DELIVERING event is not produced yet, so no
- * pump or replay may send it until the consumer releases it after the produce (READ below).
- *   KEYS[9] arrival-order counter  KEYS[10] the delivery's marker  KEYS[11] unreleased seqs
+ *   KEYS[9] arrival-order counter  KEYS[10] the delivery's marker
  *   ARGV[9] head  ARGV[10] attempt  ARGV[11] ack deadline as JSON string  ARGV[12] message part
  *   ARGV[13] ack deadline ms ('' = none)  ARGV[14] ack window ms  ARGV[15] budget end ms (0 = none)
  *   ARGV[16] lane 1..3  ARGV[17] wait deadline ms  ARGV[18] marker TTL s
  *
- * A message marked ended (KEYS[12], ENDED_MESSAGES: declared DEAD by the stuck sweep, or
+ * A message marked ended (KEYS[11], ENDED_MESSAGES: declared DEAD by the stuck sweep, or
  * canceled by its sender with A2A CancelTask) is not appended at all: {-3}, as if it had moved on.
- *   KEYS[12] ended messages  ARGV[19] message id
+ *   KEYS[11] ended messages  ARGV[19] message id
  */
 export const APPEND =
   FILL_FUNCTIONS +
   `
 local f = flow()
-if redis.call('ZSCORE', KEYS[12], ARGV[19]) then return {-3} end
+if redis.call('ZSCORE', KEYS[11], ARGV[19]) then return {-3} end
 local seen = redis.call('GET', KEYS[10])
 if seen then
   local wlane, worder = string.match(seen, '^w(%d):(%d+)$')
@@ -251,8 +247,6 @@ if (f.limit <= 0 or redis.call('ZCARD', KEYS[2]) < f.limit) and redis.call('EXIS
   redis.call('EXPIRE', KEYS[2], f.bufTtl)
   if ARGV[13] ~= '' then redis.call('ZADD', KEYS[3], ARGV[13], f.agent .. '|' .. seq) end
   redis.call('SET', KEYS[10], 's' .. seq, 'EX', ARGV[18])
-  redis.call('ZADD', KEYS[11], seq, seq .. ':' .. f.now)
-  redis.call('EXPIRE', KEYS[11], f.bufTtl)
   return {seq}
 end
 local lane = tonumber(ARGV[16])
@@ -262,31 +256,8 @@ redis.call('ZADD', KEYS[3 + lane], order, ARGV[14] .. ' ' .. ARGV[15] .. ' ' .. 
 redis.call('ZADD', KEYS[8], ARGV[17], waitMember(f, lane, order))
 redis.call('SET', KEYS[10], 'w' .. lane .. ':' .. order, 'EX', ARGV[18])
 local out = {0, order}
-for _, v in ipairs(fill(f, KEYS[12])) do out[#out + 1] = v end
+for _, v in ipairs(fill(f, KEYS[11])) do out[#out + 1] = v end
 return out`;
-
-/**
- * A pump's read (connection.ts): up to ARGV[2] buffered entries with seq > ARGV[1], flat
- * (entry, seq, …), then the unreleased marks among them, flat (seq, appended at, …). A mark
- * whose entry has left the buffer (answered or failed before anyone released it) is dropped.
- *   KEYS[1] in-flight buffer  KEYS[2] unreleased seqs
- */
-export const READ = `
-local entries = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
-local marks = {}
-if #entries > 0 then
-  local last = entries[#entries]
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], last)) do
-    local seq, at = string.match(m, '^(%d+):(%d+)$')
-    if seq and #redis.call('ZRANGEBYSCORE', KEYS[1], seq, seq) > 0 then
-      marks[#marks + 1] = tonumber(seq)
-      marks[#marks + 1] = tonumber(at)
-    else
-      redis.call('ZREM', KEYS[2], m)
-    end
-  end
-end
-return {entries, marks}`;
 
 /**
  * An ack or reject: removes the entry with this seq if it is the named message and, having freed

@@ -6,7 +6,6 @@ import { AnswerTime, ackWindowOf, entryTooLateToSend, renewedAtSend } from './de
 import { entryMessageId, entrySeq, frameOf, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import { untilStored } from './answer-retry.js';
-import { ORPHAN_AFTER_MS } from './orphans.js';
 import type { Outbox } from './outbox.js';
 import type { Outcomes } from './outcomes.js';
 import {
@@ -24,7 +23,7 @@ import {
   type HelloFrame,
   type SendFrame,
 } from './protocol.js';
-import type { BufferedEntry, ReplayBuffer } from './replay-buffer.js';
+import type { ReplayBuffer } from './replay-buffer.js';
 
 /**
  * One agent WebSocket (docs/design.md §4). Life: `auth` (waiting for hello, at most
@@ -77,11 +76,8 @@ export interface ConnectionHost {
   unregister(conn: AgentConnection): void;
   /** Announces the connection on reach.presence.v1. */
   presenceConnected(conn: AgentConnection): void;
-  /**
-   * Produces the DELIVERING events of orphaned deliveries and releases them (orphans.ts),
-   * holding the ack deadlines of the released entries `behind` them meanwhile.
-   */
-  releaseOrphans(agent: string, orphans: readonly BufferedEntry[], behind: readonly BufferedEntry[]): Promise<void>;
+  /** A deliver frame was written to the socket: its DELIVERING event is due (sent-ledger.ts). */
+  sent(agent: string, seq: number, entry: string): void;
   /** A hello was refused (brute-force protection counts it against the source address). */
   helloRefused?(conn: AgentConnection): void;
   /** `subscribe_routes`: the connection gets the pre-flight view (routes-feed.ts); absent: refused. */
@@ -121,16 +117,10 @@ export class AgentConnection {
   private lastSeen = Date.now();
   private lastPingAt = Date.now();
   private sentUpTo = 0;
-  /**
-   * Seqs announced to this connection and not sent yet: announced means released (their
-   * DELIVERING is written), though the release in Redis may still be on its way.
-   */
-  private readonly announced = new Set<number>();
   /** Deliveries with seq ≤ this were buffered before the connection opened: replays. */
   private replayUpTo = 0;
   private pumping = false;
   private pumpAgain = false;
-  private pumpTimer: NodeJS.Timeout | undefined;
   private readonly inflight = new Map<string, number>();
   /** When each in-flight seq was sent on this socket, for the dispatch-duration histogram. */
   private readonly sentAt = new Map<number, number>();
@@ -405,11 +395,7 @@ export class AgentConnection {
       // slowly needs a wider one (tooLateToSend). Not sent, the deadline sweep ends it DEAD.
       if (this.answerTime.widensMargin && entryTooLateToSend(entry, Date.now(), this.answerTime.ms)) this.skip(seq);
       else this.sendEntry(seq, entry);
-    } else {
-      if (this.announced.size >= MAX_INFLIGHT) this.announced.clear(); // only a hint: a pump without it waits for the release
-      this.announced.add(seq);
-      void this.pump();
-    }
+    } else void this.pump();
   }
 
   /** Sends every buffered entry after `sentUpTo`, in order; coalesces concurrent calls. */
@@ -424,26 +410,11 @@ export class AgentConnection {
       do {
         this.pumpAgain = false;
         for (;;) {
-          const { entries, unreleased } = await this.host.buffer.readAfter(agent, this.sentUpTo, PUMP_BATCH);
+          const { entries } = await this.host.buffer.readAfter(agent, this.sentUpTo, PUMP_BATCH);
           let stale = false;
-          // Only released entries go out (their DELIVERING produced), or no ack could overtake it.
-          // A young unreleased one is on its owner's way (it announces it once released); one
-          // left unreleased longer is an orphan of a consumer that died: released here.
+          // Entries that sat here past their time (behind a replay or a backlog the agent was
+          // slow to read) get their ack window from now, before they go out (renewedAtSend).
           const now = Date.now();
-          const orphans = entries.filter((e) => e.seq > this.sentUpTo && !this.announced.has(e.seq) && now - (unreleased.get(e.seq) ?? now) >= ORPHAN_AFTER_MS);
-          if (orphans.length > 0) {
-            // Their release produces their DELIVERING, so it waits out a broker restart, and the
-            // released entries behind them wait too: held meanwhile (their deadlines would pass
-            // unsent). Then read again — what was read may have been answered or swept since:
-            // sent from the stale read, a delivery swept during a broker restart and retried
-            // elsewhere also ran here (`pnpm chaos --faults kill-kafka,kill-dispatcher --rate
-            // 500`: 31 tasks run twice).
-            const behind = entries.filter((e) => e.seq > this.sentUpTo && !unreleased.has(e.seq));
-            await this.host.releaseOrphans(agent, orphans, behind);
-            continue;
-          }
-          // Entries that sat here past their time (behind unreleased ones while Kafka was away)
-          // get their ack window from now, before they go out (renewedAtSend).
           const renewals = entries.flatMap(({ seq, entry }) => {
             const until = seq > this.sentUpTo ? renewedAtSend(entry, now, this.host.config.ackTimeoutMs) : undefined;
             return until === undefined ? [] : [{ agent, seq, until }];
@@ -451,11 +422,6 @@ export class AgentConnection {
           if (renewals.length > 0) await this.host.buffer.holdDeadlines(renewals);
           for (const { seq, entry } of entries) {
             if (seq <= this.sentUpTo) continue;
-            const appendedAt = this.announced.has(seq) ? undefined : unreleased.get(seq);
-            if (appendedAt !== undefined && now - appendedAt < ORPHAN_AFTER_MS) {
-              this.pumpLater(ORPHAN_AFTER_MS - (now - appendedAt));
-              return;
-            }
             // Not sent too late either (routed-consumer.ts pastBudget): a delivery the consumer kept
             // back as past its budget is buffered but never announced, and the gap it leaves
             // brings the pump here. Skipped, the deadline sweep ends it DEAD 3005.
@@ -482,16 +448,6 @@ export class AgentConnection {
     } finally {
       this.pumping = false;
     }
-  }
-
-  /** Pumps again once an unreleased entry would count as orphaned (if nothing sent it before). */
-  private pumpLater(ms: number): void {
-    if (this.pumpTimer) return;
-    this.pumpTimer = setTimeout(() => {
-      this.pumpTimer = undefined;
-      if (this.state === 'open') void this.pump();
-    }, ms + 10);
-    this.pumpTimer.unref();
   }
 
   /** More than half the buffer limit waits unread: deliveries wait for the agent to read. */
@@ -522,14 +478,13 @@ export class AgentConnection {
   /** Passes over entry `seq` without sending it (too late for its budget). */
   private skip(seq: number): void {
     this.sentUpTo = seq;
-    this.announced.delete(seq);
   }
 
   /** Sends a delivery; its caller checked the pace (the buffer bound is theirs to keep, not send's). */
   private sendEntry(seq: number, entry: string): boolean {
     if (!this.send(frameOf(entry), false)) return false;
     this.sentUpTo = seq;
-    this.announced.delete(seq);
+    this.host.sent(this.agentId!, seq, entry);
     const mid = entryMessageId(entry);
     if (mid !== undefined) {
       if (this.inflight.size >= MAX_INFLIGHT) this.inflight.delete(this.inflight.keys().next().value!);

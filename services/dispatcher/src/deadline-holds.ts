@@ -6,18 +6,17 @@ import type { ReplayBuffer } from './replay-buffer.js';
  * Ack deadlines held while their deliveries cannot go out yet.
  *
  * A routed delivery is stored with the deadline the router set (routing time + ack window),
- * then its DELIVERING event is produced, and only then is it sent (no ack may overtake its
- * DELIVERING). When Kafka is slow or down meanwhile — a broker restart takes 10–25 s, and the
- * batch may fail and be consumed again after it — the deadline would pass before the agent even
- * got the delivery: the sweeper retried it on another agent while the first agent ran it too
- * (the task done twice, or DEAD although acked: `pnpm chaos --faults kill-kafka`).
+ * then announced (sent). A batch that fails after its append — Redis or the announcement
+ * failing, its outputs not produced while Kafka restarts (10–25 s) — is consumed again, and its
+ * stored deliveries keep the deadline of the first pass: it could pass before the agent even
+ * got the delivery, and the sweeper retried it on another agent while the first agent ran it
+ * too (the task done twice, or DEAD although acked: `pnpm chaos --faults kill-kafka`).
  *
  * So a batch's deliveries are held from the moment they are stored until they are sent: every
  * HOLD_EVERY_MS their deadlines are pushed to now + window (within the budget; never earlier:
- * ZADD GT), and once more just before they are sent when the produce was slow. A hold outlives a failed
- * batch (its records are consumed again and take the hold over) but not HOLD_MAX_MS, nor the
- * process: a dispatcher killed meanwhile holds nothing, its deadlines pass, and the sweeper
- * recovers the deliveries as before.
+ * ZADD GT), and once more just before they are sent when the batch came again. A hold ends at
+ * HOLD_MAX_MS, and with the process: a dispatcher killed meanwhile holds nothing, its deadlines
+ * pass, and the sweeper recovers the deliveries as before.
  */
 export const HOLD_EVERY_MS = 2_000;
 /** A hold ends at the latest this long after it began (or at the delivery's budget). */
@@ -103,12 +102,12 @@ export const RENEW_AT_SEND_AFTER_MS = 1_000;
  * more than RENEW_AT_SEND_AFTER_MS since its deadline was set (its window counted from now,
  * within its budget); undefined when its deadline is fresh, or the entry unreadable.
  *
- * A connection sends its agent's entries in seq order, and only released ones (their
- * DELIVERING produced). During a broker restart the routed entries wait unreleased, and a
- * promoted entry behind them — released, but with a deadline set at its promotion and no hold
- * (holds cover routed batches) — went out only when Kafka was back, with its deadline nearly
- * gone: swept 3002 while its agent ran it, it ran again on another agent (`pnpm chaos --faults
- * kill-kafka,kill-dispatcher --rate 500`: one task run twice).
+ * A connection sends its agent's entries in seq order, at the pace the agent reads. An entry
+ * behind others that could not go out — a replay, a backlog the agent was slow to read — with a
+ * deadline set at its append or promotion and no hold (holds cover routed batches) went out
+ * with its deadline nearly gone: swept 3002 while its agent ran it, it ran again on another
+ * agent (`pnpm chaos --faults kill-kafka,kill-dispatcher --rate 500`: one task run twice, when
+ * entries still waited for their DELIVERING event to be produced before they were sent).
  */
 export function renewedAtSend(entry: string, now: number, defaultWindowMs: number): number | undefined {
   const deadline = entryDeadline(entry);
@@ -123,12 +122,6 @@ export function renewedAtSend(entry: string, now: number, defaultWindowMs: numbe
 export function ackWindowOf(head: EntryHead, defaultWindowMs: number): number {
   const own = head.message.timeout_ms;
   return typeof own === 'number' && own > 0 ? own : defaultWindowMs;
-}
-
-/** A buffered entry as a delivery to hold (undefined when its head is unreadable: not held). */
-export function heldEntry(agent: string, seq: number, entry: string, defaultWindowMs: number): HeldDelivery | undefined {
-  const head = parseHead(headOf(entry));
-  return head ? { agent, seq, windowMs: ackWindowOf(head, defaultWindowMs), budgetAt: head.budget_at ?? null } : undefined;
 }
 
 /** The deadline a hold sets at `now`. */

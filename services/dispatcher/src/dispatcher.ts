@@ -12,7 +12,7 @@ import { dispatcherMetrics } from './metrics.js';
 import { Outbox } from './outbox.js';
 import { Outcomes } from './outcomes.js';
 import { Promoter } from './promotions.js';
-import { OrphanRelease } from './orphans.js';
+import { SentLedger } from './sent-ledger.js';
 import { routedBatchHandler } from './routed-consumer.js';
 import { ackWindowOf, DeadlineHolds } from './deadline-holds.js';
 import { DeadlineClaims } from './deadlines.js';
@@ -70,7 +70,7 @@ const PUSH_REPLY_TOKEN_TTL_S = 300;
 /**
  * Records per partition batch, and partitions consumed at once by the routed consumer: all of
  * a fetch's (6 by default), handed to the handler together (one Redis pipeline and one
- * handler run per fetch; the DELIVERING produces are coalesced per process either way). With
+ * handler run per fetch). With
  * 3 at a time and a call each, a fetch took two rounds of a Redis pipeline per partition, and
  * a record arriving meanwhile waited for all of it (`pnpm bench`, ROUTED → DELIVERING p50
  * 35–48 ms at 1,000 msg/s; 14–16 ms after).
@@ -111,8 +111,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     limitOf: (agent) => agents.get(agent)?.metadata.max_concurrency ?? 0,
     weights: config.priorityWeights,
   });
-  // Ack deadlines of deliveries that cannot be sent yet (a routed batch whose DELIVERING waits
-  // for Kafka; entries behind orphans being released).
+  // Ack deadlines of routed deliveries not sent yet (a batch consumed again after a failure).
   const holds = new DeadlineHolds(buffer, log);
   ctx.onShutdown(() => holds.stop());
   // Outcomes feed the shared circuit breakers on a client that fails fast: breaker accounting
@@ -127,7 +126,11 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
   const circuits = new CircuitRecorder(new CircuitBreakers(circuitRedis, circuitPolicy(config)), log);
   // Before the Redis client closes (shutdown runs in reverse): the gathered acks go out first.
   ctx.onShutdown(() => circuits.stop());
+  // The deliveries this instance sent whose DELIVERING event is still to be produced: with their
+  // outcome, or alone once unanswered for a while (sent-ledger.ts).
+  const ledger = new SentLedger({ codec, service: ctx.service, instance: ctx.instanceId, outbox, log, metrics });
   const failures = new Failures({
+    ledger,
     circuits,
     codec,
     service: ctx.service,
@@ -141,15 +144,13 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
   });
   // The announcer is created below, with the gateway; promotions only happen once agents answer.
   const promoter = new Promoter({
-    codec,
-    service: ctx.service,
-    instance: ctx.instanceId,
-    outbox,
+    ledger,
     metrics,
     log,
     announce: (items) => announcer.announce(items),
   });
   const outcomes = new Outcomes({
+    ledger,
     promoted: (promotions) => promoter.handle(promotions),
     circuits,
     failures,
@@ -215,17 +216,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     outcomes,
     outbox,
     codec,
-    orphans: new OrphanRelease({
-      codec,
-      service: ctx.service,
-      instance: ctx.instanceId,
-      outbox,
-      buffer,
-      holds,
-      ackTimeoutMs: config.ackTimeoutMs,
-      metrics,
-      log,
-    }),
+    ledger,
     pg: ctx.pg,
     metrics,
     log,
@@ -238,6 +229,9 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     log,
     metrics,
     onOutcome: (job, outcome) => recordPushOutcome(job, outcome, { outcomes, agents, tokenSecret, log }),
+    onSent: (job) => {
+      if (job.entry !== undefined) ledger.record(job.agent, job.seq, job.entry);
+    },
     // An A2A agent still working on a task extends the delivery's ack deadline, as a `progress`
     // frame does; once the entry is gone (answered, failed at its deadline, canceled) polling stops.
     onProgress: async (job) => {
@@ -283,6 +277,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     gateway.close();
     await pusher.close();
     await gateway.drain();
+    await ledger.flush();
     await outbox.drain();
     await liveness.stop();
     await subscriber.quit().catch(() => undefined);

@@ -9,6 +9,7 @@ import { NOOP_TRACER, type Tracer } from '@reach/tracing';
 import { recordDispatchSpan } from './dispatch-span.js';
 import { sourceOfHead, type EntryHead } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
+import type { SentLedger } from './sent-ledger.js';
 
 /**
  * A failed attempt (its ack deadline passed: 3002, the agent rejected it: 3003, or it waited
@@ -89,6 +90,8 @@ export interface FailuresDeps {
   circuits?: CircuitRecorder;
   /** Records the failed attempt's dispatch span (dispatch-span.ts). */
   tracer?: Tracer;
+  /** The deliveries this instance sent whose DELIVERING event is still to be produced. */
+  ledger?: Pick<SentLedger, 'take'>;
 }
 
 /**
@@ -150,7 +153,11 @@ export class Failures {
     return { history, ended: endedAt !== null && endedAt !== undefined };
   }
 
-  /** The records that settle a failed attempt (produced by the caller, acks=-1). */
+  /**
+   * The records that settle a failed attempt (produced by the caller, acks=-1) — after the
+   * delivery's DELIVERING event when this instance sent it (`seq`) and has not produced it yet
+   * (sent-ledger.ts), so that both are written in the same produce.
+   */
   async records(f: AttemptFailure, now: number = Date.now()): Promise<{ records: OutRecord[]; decision: FailureDecision | { kind: 'ended' } }> {
     const env = f.envelope;
     const budgetAt = f.head.budget_at ?? budgetDeadlineAt(env, this.d.budget);
@@ -292,6 +299,7 @@ export class Failures {
         break;
       }
     }
+    if (f.seq !== undefined && this.d.ledger) out.unshift(...this.d.ledger.take(f.agent, f.seq));
     return { records: out, decision };
   }
 }

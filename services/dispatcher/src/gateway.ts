@@ -8,12 +8,12 @@ import type { Pool } from '@reach/store';
 import type { AgentChannels } from './agent-channels.js';
 import { AgentConnection, type ConnectionConfig, type ConnectionHost } from './connection.js';
 import type { DispatcherMetrics } from './metrics.js';
-import type { OrphanRelease } from './orphans.js';
 import type { Outbox } from './outbox.js';
+import type { SentLedger } from './sent-ledger.js';
 import type { Outcomes } from './outcomes.js';
 import { PresenceFeed, presenceRecord } from './presence.js';
 import { CLOSE, CONNECT_PATH } from './protocol.js';
-import type { BufferedEntry, ReplayBuffer } from './replay-buffer.js';
+import type { ReplayBuffer } from './replay-buffer.js';
 import type { RoutesFeed } from './routes-feed.js';
 import { RevocationWatch } from './revocation-watch.js';
 
@@ -41,7 +41,8 @@ export interface GatewayDeps {
   outcomes: Outcomes;
   outbox: Outbox;
   codec: SchemaCodec;
-  orphans: OrphanRelease;
+  /** Where each deliver frame written to a socket is recorded for its DELIVERING event. */
+  ledger: Pick<SentLedger, 'record'>;
   pg: Pool;
   metrics: DispatcherMetrics;
   log: Logger;
@@ -120,8 +121,8 @@ export class Gateway implements ConnectionHost {
     this.revocations.start();
   }
 
-  releaseOrphans(agent: string, orphans: readonly BufferedEntry[], behind: readonly BufferedEntry[]): Promise<void> {
-    return this.d.orphans.release(agent, orphans, behind);
+  sent(agent: string, seq: number, entry: string): void {
+    this.d.ledger.record(agent, seq, entry);
   }
 
   helloRefused(conn: AgentConnection): void {

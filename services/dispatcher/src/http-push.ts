@@ -26,6 +26,8 @@ export interface PushJob {
   traceparent?: string | undefined;
   /** The deliver frame text. */
   frame: string;
+  /** The delivery as buffered (head and frame), for its DELIVERING event (onSent). */
+  entry?: string | undefined;
   /** `a2a`: the agent speaks A2A 1.0 JSON-RPC at `endpoint` (a2a-push.ts); else the frame is POSTed as is. */
   protocol?: 'http' | 'a2a';
   /** For A2A: the skill id the agent's card names for the message's capability. */
@@ -89,6 +91,8 @@ export interface HttpPusherOptions {
   log: Logger;
   metrics: DispatcherMetrics;
   onOutcome: (job: PushJob, outcome: PushOutcome) => Promise<void>;
+  /** A push is being made (its request goes out now): its DELIVERING event is due (sent-ledger.ts). */
+  onSent?: (job: PushJob) => void;
   /** An A2A agent still works on the task: extend the delivery's ack deadline; false when it is no longer pending. */
   onProgress?: (job: PushJob) => Promise<boolean>;
 }
@@ -177,6 +181,7 @@ export class HttpPusher {
 
   private async run(job: PushJob): Promise<void> {
     let outcome: PushOutcome;
+    this.opts.onSent?.(job);
     try {
       if (job.protocol === 'a2a') outcome = await this.a2a(job);
       else outcome = await this.http(job);

@@ -30,7 +30,7 @@ export interface DispatcherMetrics {
   deaths: Counter<'code'>;
   queued: Counter<'priority'>;
   promotions: Counter<'priority'>;
-  orphansReleased: Counter;
+  deliveringEvents: Counter<'with'>;
   waitSeconds: Histogram<'priority'>;
   waitExpired: Counter<'priority'>;
 }
@@ -95,9 +95,10 @@ export function dispatcherMetrics(m: ServiceMetrics): DispatcherMetrics {
       ['priority'],
     ),
     promotions: m.counter('promotions_total', 'Waiting deliveries given a free slot of their agent and sent, by priority.', ['priority']),
-    orphansReleased: m.counter(
-      'orphans_released_total',
-      'Buffered deliveries whose consumer died before their DELIVERING event: the event produced by a pump, then sent.',
+    deliveringEvents: m.counter(
+      'delivering_events_total',
+      'DELIVERING events of sent deliveries (sent-ledger.ts): produced with their outcome (with=outcome), or alone for a delivery still unanswered 250 ms after it was sent (with=alone).',
+      ['with'],
     ),
     waitSeconds: m.histogram(
       'wait_duration_seconds',

@@ -12,6 +12,7 @@ import type { CircuitRecorder } from './circuit-recorder.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Outbox } from './outbox.js';
 import type { Promotion, ReplayBuffer, TakeOutcome } from './replay-buffer.js';
+import type { SentLedger } from './sent-ledger.js';
 
 /**
  * What an agent's answer to a delivery does, whichever channel it came over (WebSocket frame
@@ -21,7 +22,9 @@ import type { Promotion, ReplayBuffer, TakeOutcome } from './replay-buffer.js';
  * message produced to reach.ingress.v1 under the agent's token (ingress checks it like any
  * agent message). The buffer entry is removed first: of two concurrent answers only one
  * produces the status. Each answer frees a slot of the agent: what the buffer promoted into it
- * goes to `promoted` (promotions.ts) to be sent.
+ * goes to `promoted` (promotions.ts) to be sent. The delivery's DELIVERING event, when this
+ * instance sent it and has not produced it yet (sent-ledger.ts), goes out first, in the same
+ * produce as the outcome.
  */
 const INGRESS_SUBJECT = valueSubject(TOPICS.ingress.name);
 
@@ -65,6 +68,8 @@ export interface OutcomesDeps {
   promoted?: (promotions: readonly Promotion[]) => void;
   /** Records each delivery's dispatch span when its answer arrives (dispatch-span.ts). */
   tracer?: Tracer;
+  /** The deliveries this instance sent whose DELIVERING event is still to be produced. */
+  ledger?: Pick<SentLedger, 'take' | 'restore'>;
 }
 
 export type AnswerOutcome = 'done' | 'gone' | 'mismatch';
@@ -100,9 +105,19 @@ export class Outcomes {
     );
   }
 
-  /** The DELIVERED event of an ack, at the time it was acked (also for the ack journal). */
+  /** The DELIVERED event of an ack, at the time it was acked. */
   delivered(agent: string, head: EntryHead, at: number): OutRecord {
     return this.status('DELIVERED', agent, envelopeFromMessageJson(head.message), head, {}, at);
+  }
+
+  /** What the ack journal produces for a journaled ack: its DELIVERING if still due here, then its DELIVERED. */
+  journaled(agent: string, seq: number, head: EntryHead, at: number): OutRecord[] {
+    return [...this.deliveringOf(agent, seq), this.delivered(agent, head, at)];
+  }
+
+  /** The DELIVERING event of (agent, seq) if this instance sent it and has not produced it yet. */
+  private deliveringOf(agent: string, seq: number): OutRecord[] {
+    return this.d.ledger?.take(agent, seq) ?? [];
   }
 
   /** The agent acknowledged delivery `seq`: DELIVERED (its context stays for a result). */
@@ -117,12 +132,15 @@ export class Outcomes {
     const envelope = envelopeFromMessageJson(head.message);
     // Journaled with the take: settled once DELIVERED is written; if it cannot be (Kafka away,
     // this process killed), the ack journal produces it later (ack-journal.ts).
+    const delivering = this.deliveringOf(agent, seq);
     this.d.outbox
-      .send([this.status('DELIVERED', agent, envelope, head, {}, ackedAt)])
+      .send([...delivering, this.status('DELIVERED', agent, envelope, head, {}, ackedAt)])
       .then(
         () => this.d.buffer.settleAck(messageId, settlesLate(head.budget_at)),
-        (err: unknown) =>
-          this.d.log.warn({ err, trace_id: envelope.trace_id, message_id: messageId }, 'DELIVERED not produced yet; the ack journal retries it'),
+        (err: unknown) => {
+          this.d.ledger?.restore(delivering);
+          this.d.log.warn({ err, trace_id: envelope.trace_id, message_id: messageId }, 'DELIVERED not produced yet; the ack journal retries it');
+        },
       )
       .catch((err: unknown) => this.d.log.warn({ err, message_id: messageId }, 'could not settle a journaled ack; it is produced again (harmless)'));
     this.delivered1('ack', agent, head, seq);
@@ -165,7 +183,11 @@ export class Outcomes {
     const envelope = envelopeFromMessageJson(head.message);
     // The producer learns of the refusal by a failure receipt (docs/pipeline.md).
     const receipt = receiptRecord(this.d.codec, envelope, { state: 'REJECTED', code: 3003, reason: `${agent}: ${reason}` });
-    const records = [this.status('REJECTED', agent, envelope, head, { code: 3003, reason, detail }), ...(receipt ? [receipt] : [])];
+    const records = [
+      ...this.deliveringOf(agent, seq),
+      this.status('REJECTED', agent, envelope, head, { code: 3003, reason, detail }),
+      ...(receipt ? [receipt] : []),
+    ];
     this.d.outbox.post(records, 'REJECTED status', {
       trace_id: envelope.trace_id,
       message_id: messageId,
@@ -267,13 +289,16 @@ export class Outcomes {
       });
       replyId = reply.message_id;
     }
+    let delivering: OutRecord[] = [];
     // A result for a delivery not acked yet is its ack too: it leaves the buffer (not replayed),
     // journaled like an ack, and counts as the delivery's outcome exactly like one.
     if (found === 'pending' && inflightSeq !== undefined) {
       const now = Date.now();
       const taken = await this.d.buffer.take(agent, inflightSeq, r.message_id, true, false, now, now);
-      if (taken.kind === 'taken') this.d.promoted?.(taken.promotions);
-      else if (taken.kind === 'answered' && parseHead((await this.d.buffer.resultContext(agent, r.message_id)) ?? '')) {
+      if (taken.kind === 'taken') {
+        this.d.promoted?.(taken.promotions);
+        delivering = this.deliveringOf(agent, inflightSeq);
+      } else if (taken.kind === 'answered' && parseHead((await this.d.buffer.resultContext(agent, r.message_id)) ?? '')) {
         found = 'awaiting_result'; // acked meanwhile: a result after its ack
       } else {
         // Failed between the peek and the take (its deadline passed: retried elsewhere, or DEAD
@@ -283,7 +308,12 @@ export class Outcomes {
         return undefined;
       }
     }
-    await this.d.outbox.send(out);
+    try {
+      await this.d.outbox.send([...delivering, ...out]);
+    } catch (err) {
+      this.d.ledger?.restore(delivering);
+      throw err;
+    }
     if (found === 'pending' && inflightSeq !== undefined) {
       await this.d.buffer.settleAck(r.message_id, settlesLate(ctx.budget_at));
       this.delivered1('result', agent, ctx, inflightSeq);

@@ -2,7 +2,7 @@ import { ReachError } from '@reach/core';
 import { GroupCommit } from '@reach/kafka';
 import { ACK_JOURNAL, ACKED_LATE_KEEP_MS, ENDED_MESSAGES, WORK_IN_PROGRESS, type Redis } from '@reach/store';
 import { ANSWERED_MARKER, ANSWERED_MARKER_TTL_S } from './answer-outcome.js';
-import { APPEND, FAIL_OVER, FILL, READ, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
+import { APPEND, FAIL_OVER, FILL, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
 import { deadlineJson, headOf, midPrefix, parseHead, type EntryHead } from './entry.js';
 import { LANES, type LaneIndex, type PerLane } from './lanes.js';
 
@@ -33,11 +33,6 @@ import { LANES, type LaneIndex, type PerLane } from './lanes.js';
  * - `reach:routed:{agent}:<message_id>:<attempt>`  where the delivery went when it was
  *   appended, so that a routed record consumed again is not appended twice (buffer-scripts.ts
  *   APPEND); short-lived.
- * - `reach:unrel:{agent}`  buffered deliveries whose DELIVERING event is not produced yet:
- *   score = seq, member = `<seq>:<appended at>`. Written by the append, removed by `release`
- *   once the produce is done; a pump never sends a marked entry (see `readAfter`). Written in
- *   the same script as the entry, so a Redis that loses its last writes loses both or neither
- *   — a lost release only makes the pump produce the event again (orphans.ts).
  *
  * Every script that frees a slot (ack, reject, result, missed ack deadline) promotes the next
  * waiting entries in the same step, so the cap holds across all dispatcher instances; the
@@ -55,7 +50,6 @@ interface ScriptCommands {
   reachTakeExpired(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
   reachFill(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
   reachTakeWaiting(...keysAndArgs: Array<string | number>): Promise<string | null>;
-  reachRead(buf: string, unreleased: string, afterSeq: number, limit: number): Promise<[Array<string>, number[]]>;
 }
 
 /** An agent marked lost by failOver: when, and whether it had closed its socket itself with 1000. */
@@ -98,7 +92,6 @@ export const keys = {
   order: (agent: string) => `reach:worder:{${agent}}`,
   credits: (agent: string) => `reach:wrr:{${agent}}`,
   appended: (agent: string, messageId: string, attempt: number) => `reach:routed:{${agent}}:${messageId}:${attempt}`,
-  unreleased: (agent: string) => `reach:unrel:{${agent}}`,
   /**
    * Ack deadlines of every buffered delivery of every agent: score = deadline (epoch ms),
    * member = `<agent>|<seq>`. One key (not per agent) so a sweeper finds what is due with one
@@ -179,11 +172,9 @@ export interface BufferedEntry {
   entry: string;
 }
 
-/** A pump's read: the entries in seq order, and when each unreleased one among them was appended. */
+/** A pump's read: the entries in seq order. */
 export interface BufferRead {
   entries: BufferedEntry[];
-  /** seq → appended at (epoch ms), for entries whose DELIVERING event is not produced yet. */
-  unreleased: Map<number, number>;
 }
 
 /** A waiting delivery that got a slot: now in the buffer with its seq and ack deadline. */
@@ -297,8 +288,7 @@ export class ReplayBuffer {
     private readonly ttlS: number,
     private readonly flow: FlowPolicy = { limitOf: () => 0, weights: [60, 30, 10] },
   ) {
-    redis.defineCommand('reachAppend', { numberOfKeys: 12, lua: APPEND });
-    redis.defineCommand('reachRead', { numberOfKeys: 2, lua: READ });
+    redis.defineCommand('reachAppend', { numberOfKeys: 11, lua: APPEND });
     redis.defineCommand('reachTake', { numberOfKeys: 12, lua: TAKE });
     redis.defineCommand('reachTakeExpired', { numberOfKeys: 9, lua: TAKE_EXPIRED });
     redis.defineCommand('reachFill', { numberOfKeys: 9, lua: FILL });
@@ -345,7 +335,6 @@ export class ReplayBuffer {
           ...this.flowKeys(it.agent),
           keys.order(it.agent),
           keys.appended(it.agent, it.messageId, it.attempt),
-          keys.unreleased(it.agent),
           ENDED_MESSAGES,
           ...this.flowArgv(it.agent, now),
           it.head,
@@ -380,27 +369,14 @@ export class ReplayBuffer {
     });
   }
 
-  /**
-   * Un-acked entries with seq > afterSeq, oldest first, and which of them are not released yet
-   * (their DELIVERING event not produced: a pump must not send those, see connection.ts).
-   */
+  /** Un-acked entries with seq > afterSeq, oldest first. */
   async readAfter(agent: string, afterSeq: number, limit: number): Promise<BufferRead> {
     return call('read', async () => {
-      const [flat, marks] = await this.scripts.reachRead(keys.buf(agent), keys.unreleased(agent), afterSeq, limit);
+      const flat = await this.redis.zrangebyscore(keys.buf(agent), `(${afterSeq}`, '+inf', 'WITHSCORES', 'LIMIT', 0, limit);
       const entries: BufferedEntry[] = [];
       for (let i = 0; i + 1 < flat.length; i += 2) entries.push({ entry: flat[i]!, seq: Number(flat[i + 1]) });
-      const unreleased = new Map<number, number>();
-      for (let i = 0; i + 1 < marks.length; i += 2) unreleased.set(Number(marks[i]), Number(marks[i + 1]));
-      return { entries, unreleased };
+      return { entries };
     });
-  }
-
-  /** Their DELIVERING events are produced: the deliveries may be sent by any pump or replay. */
-  async release(items: ReadonlyArray<{ agent: string; seq: number }>): Promise<void> {
-    if (items.length === 0) return;
-    const pipe = this.redis.pipeline();
-    for (const it of items) pipe.zremrangebyscore(keys.unreleased(it.agent), it.seq, it.seq);
-    await call('release', () => pipe.exec());
   }
 
   /**

@@ -1,6 +1,6 @@
 import { ReachError, toReachError, type Logger } from '@reach/core';
 import type { Envelope, RoutedDelivery, SchemaCodec } from '@reach/envelope';
-import { TOPICS, produceAll, valueSubject, type InRecord, type OutRecord, type Producer } from '@reach/kafka';
+import { TOPICS, valueSubject, type InRecord, type OutRecord, type Producer } from '@reach/kafka';
 import { budgetStartOf } from '@reach/routing';
 import { deadLetterRecord, statusRecord } from '@reach/service-kit';
 import type { Tracer } from '@reach/tracing';
@@ -23,17 +23,18 @@ import type { LaneBacklogReporter } from './lane-backlog.js';
  *   1. stores each delivery in Redis (one pipeline): in the agent's replay buffer with its next
  *      seq when the agent has a free slot (fewer than max_concurrency un-acked) and nothing
  *      waits before it, else in the agent's waiting lane of its priority (replay-buffer.ts),
- *   2. produces DELIVERING for each (detail `{seq, deadline, instance}`, or `{waiting: <lane>,
- *      instance}` for a waiting one), acks=-1, and releases them for pumps and replays
- *      (until then marked unreleased in the buffer: orphans.ts),
- *   3. only then announces the deliveries that have a seq (announcer.ts), so no ack can
- *      overtake its DELIVERING event,
+ *   2. announces the deliveries that have a seq at once (announcer.ts), and
+ *   3. returns the DELIVERING events of the waiting ones (detail `{waiting: <lane>, instance}`)
+ *      as its outputs: the batch stage produces them (acks=-1) before it commits the offsets.
  *
- * and returns; the batch stage then resolves the offsets. Nothing here waits for an agent, nor
- * for a slot (docs/design.md §8): a waiting delivery is durably in Redis and flows when an ack, reject
- * or missed ack deadline frees a slot — the script that frees it promotes the next one. A
- * record that cannot be decoded goes to reach.dlq.v1; a dependency failure (Redis, Kafka, the
- * schema registry) fails the batch, which kafkajs retries.
+ * Nothing is produced before a send. A sent delivery's DELIVERING event (detail `{seq,
+ * deadline, instance}`, `at` = when it was sent) is written by the instance that sent it,
+ * together with the delivery's outcome, or alone once it has been unanswered for 250 ms
+ * (sent-ledger.ts) — so an ack never makes a timeline go back. Nothing here waits for an agent,
+ * nor for a slot (docs/design.md §8): a waiting delivery is durably in Redis and flows when an
+ * ack, reject or missed ack deadline frees a slot — the script that frees it promotes the next
+ * one. A record that cannot be decoded goes to reach.dlq.v1; a dependency failure (Redis,
+ * Kafka, the schema registry) fails the batch, which kafkajs retries.
  *
  * A record may be consumed again (a retried batch, a rebalance or a restart before its offset
  * was committed): its delivery is not stored twice (replay-buffer.ts AppendResult). While it is
@@ -62,9 +63,6 @@ export interface RoutedConsumerDeps {
   /** Told of every delivery that went to a waiting lane (lane-backlog.ts). */
   backlog: Pick<LaneBacklogReporter, 'queued'>;
 }
-
-/** A produce slower than this renews the held deadlines before the deliveries go out. */
-const HOLD_AFTER_MS = 500;
 
 interface Accepted {
   /** With its ack deadline from now when it came late (withWindowFrom). */
@@ -142,12 +140,14 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
     // Promoted on the way (a raised max_concurrency): already buffered with their seqs, so they
     // go out now, whatever happens to the rest of the batch.
     d.promoter.handle(promotions);
-    const statuses = accepted.flatMap((a, i) => {
+    // A waiting delivery's DELIVERING says which lane it waits in; it is an output of the batch
+    // (the sent ones get theirs from the ledger: sent-ledger.ts).
+    const waiting = accepted.flatMap((a, i) => {
       const res = results[i]!;
-      if (res.kind === 'moved') return [];
+      if (res.kind !== 'waiting') return [];
       const lane = LANES[laneOf(a.envelope.priority)];
-      if (res.kind === 'waiting') d.backlog.queued(a.delivery.agent_id);
-      if (res.kind === 'waiting' && !res.repeat) d.metrics.queued.inc({ priority: lane });
+      d.backlog.queued(a.delivery.agent_id);
+      if (!res.repeat) d.metrics.queued.inc({ priority: lane });
       return statusRecord(d.codec, {
         state: 'DELIVERING',
         envelope: a.envelope,
@@ -156,37 +156,21 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
         attempt: a.delivery.attempt,
         agentId: a.delivery.agent_id,
         parentMessageId: a.delivery.parent_message_id,
-        detail:
-          res.kind === 'inflight'
-            ? { seq: res.seq, deadline: new Date(a.delivery.deadline_at).toISOString(), instance: d.instanceId }
-            : { waiting: lane, instance: d.instanceId },
+        detail: { waiting: lane, instance: d.instanceId },
       });
     });
-    // Until they are sent, their ack deadlines are held (deadline-holds.ts): the produce may wait
-    // out a broker restart, or fail and this batch come again.
+    // Their ack deadlines are held until they are sent (deadline-holds.ts); a batch that comes
+    // again renews them first (its stored deliveries keep the deadline of the first pass).
     const held = heldDeliveries(accepted, results);
-    const producing = Date.now();
-    d.holds.begin(held, producing);
-    await produceAll(d.producer, statuses);
-    phase('produce');
-    // Released: their DELIVERING is written, so a pump or replay may send them too (orphans.ts).
-    // Before they are announced, so that only a consumer killed between its append and its
-    // produce leaves orphans (a release after the announcement left a kill's last batches
-    // marked, and the replay after it waited for their DELIVERING to be written again).
-    await d.buffer
-      .release(held)
-      .catch((err: unknown) => d.log.warn({ err }, 'could not release deliveries; a pump produces their DELIVERING again (harmless)'));
-    // Renewed before sending when the produce was slow, or when this batch comes again (its
-    // stored deliveries keep the deadline of the first pass).
-    const again = results.some((r) => r.kind === 'inflight' && r.repeat);
-    if (again || Date.now() - producing > HOLD_AFTER_MS) await d.holds.renew(held);
+    d.holds.begin(held);
+    if (results.some((r) => r.kind === 'inflight' && r.repeat)) await d.holds.renew(held);
     const repeats = results.filter((r) => r.kind === 'moved' || r.repeat).length;
     d.metrics.routed.inc(accepted.length - repeats);
     if (repeats > 0) d.log.debug({ repeats, count: accepted.length }, 'routed deliveries consumed again: not stored twice');
-    // The same rule after a produce that waited out a broker restart: a delivery whose budget
-    // ended meanwhile is not sent (its renewed deadline is the budget's end, so the deadline
-    // sweeper ends it DEAD 3005 at once; an agent given it would do work its sender is told is
-    // dead — `pnpm chaos --via kafka`: 21 "DEAD though acked" around a broker kill).
+    // The same rule after the append (a Redis that was slow to answer): a delivery whose budget
+    // ended meanwhile is not sent (the deadline sweeper ends it DEAD 3005 at its deadline; an
+    // agent given it would do work its sender is told is dead — `pnpm chaos --via kafka`: 21
+    // "DEAD though acked" around a broker kill).
     const sentAt = Date.now();
     const fresh: Announcement[] = [];
     let expired = 0;
@@ -206,8 +190,7 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
         traceId: a.envelope.trace_id,
       });
     });
-    if (expired > 0)
-      d.log.info({ count: expired }, 'routed deliveries whose budget ended while DELIVERING was produced: not sent (DEAD 3005 at their deadline)');
+    if (expired > 0) d.log.info({ count: expired }, 'routed deliveries whose budget ended while they were stored: not sent (DEAD 3005 at their deadline)');
     await d.announce(fresh);
     phase('announce');
     d.holds.end(held);
@@ -222,7 +205,8 @@ export function routedBatchHandler(d: RoutedConsumerDeps): (records: readonly In
         if (pulled > 0) d.log.info({ count: pulled }, 'deliveries for agents whose socket died: failed over at once');
       })
       .catch((err: unknown) => d.log.warn({ err }, 'could not check for lost agents; their deliveries fail over at the ack deadline'));
-    return dead;
+    // Produced by the batch stage before it commits the offsets, after the sends.
+    return [...dead, ...waiting];
   };
 }
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from 'kafkajs';
 import { ulid } from 'ulid';
 import { plainKafka, registryClient, TopicTap, statusTap } from '../../helpers/kafka.js';
+import { waitForFlow } from './concurrency-harness.js';
 import { agentId, agentToken, messageIdOf, Router, TestAgent, type Frame } from './harness.js';
 
 // Deliveries over the running dispatcher (docs/design.md §4, R-C6, R-C7, R-C9): a RoutedDelivery
@@ -110,10 +111,10 @@ describe('dispatcher: deliveries', () => {
     await Promise.all(got1.filter((f) => [1, 2, 3, 5].includes(f.seq as number)).map((f) => statusOf(messageIdOf(f), 'DELIVERED')));
     await first.agent.close();
 
-    // Routed while nobody is connected: buffered, not lost.
+    // Routed while nobody is connected: buffered, not lost (nothing sent, so no DELIVERING yet).
     const batch2 = Array.from({ length: 5 }, (_, i) => router.envelope({ payload: Buffer.from(JSON.stringify({ i: 10 + i })) }));
     await router.routeMany(id, batch2);
-    await Promise.all(batch2.map((e) => statusOf(e.message_id as string, 'DELIVERING')));
+    await waitForFlow(id, '11 in flight', (f) => f.in_flight === 11);
 
     const second = await TestAgent.connect(id, { lastSeq: 7 });
     expect(second.welcome.resume_from).toBe(7);

@@ -11,8 +11,8 @@ export interface StoredDelivery {
 
 /**
  * Stores a delivery for agent `id` in its replay buffer the way the dispatcher's routed consumer
- * does — with the dispatcher's own append script, so the entry is marked unreleased — and
- * produces nothing: the test plays a consumer that died (or waits) before its DELIVERING.
+ * does — with the dispatcher's own append script — and sends nothing: the test plays a consumer
+ * that died between its append and its announcement.
  * Its budget ends `budgetLeftMs` from now, its ack deadline `deadlineInMs` from now.
  */
 export async function storeDelivery(

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '@reach/core';
-import type { Envelope, SchemaCodec } from '@reach/envelope';
+import type { Envelope } from '@reach/envelope';
 import { Promoter } from '../../../services/dispatcher/dist/promotions.js';
 import { buildEntry, entryPartsOf } from '../../../services/dispatcher/dist/entry.js';
 import type { Announcement } from '../../../services/dispatcher/dist/announcer.js';
@@ -11,7 +11,6 @@ import { testEnvelope } from '../../helpers/envelope.js';
 // A waiting delivery promoted into a free slot is sent like a fresh one — unless its ack
 // deadline (never later than its budget) has already passed while it waited: its agent would
 // run a task the deadline sweep is about to end DEAD.
-const codec = { encode: () => Buffer.alloc(8), schemaId: () => 1 } as unknown as SchemaCodec;
 
 function promotion(seq: number, deadline: number, budgetAt: number | null = null) {
   const envelope = testEnvelope({ capability: 'c', ...(budgetAt === null ? {} : { created_at: budgetAt - 30_000 }) }) as unknown as Envelope;
@@ -33,14 +32,11 @@ function promotion(seq: number, deadline: number, budgetAt: number | null = null
 }
 
 describe('promoted deliveries', () => {
-  it('go out with their DELIVERING event, but not those already past their ack deadline', async () => {
-    const posted: unknown[][] = [];
+  it('go out with their lane and wait noted for their DELIVERING event, but not those already past their ack deadline', async () => {
+    const noted: Array<[string, number, Record<string, unknown>]> = [];
     const announced: Announcement[][] = [];
     const promoter = new Promoter({
-      codec,
-      service: 'dispatcher',
-      instance: 'd1',
-      outbox: { post: (records: unknown[]) => posted.push(records) } as never,
+      ledger: { note: (agent, seq, extra) => void noted.push([agent, seq, extra]) },
       metrics: dispatcherMetrics(new ServiceMetrics('dispatcher')),
       log: silentLogger,
       announce: async (items) => void announced.push([...items]),
@@ -48,8 +44,8 @@ describe('promoted deliveries', () => {
     const now = 1_800_000_000_000;
     promoter.handle([promotion(1, now - 4_000), promotion(2, now + 5_000), promotion(3, now)], now);
     await Promise.resolve();
-    expect(posted.flat()).toHaveLength(3);
     expect(announced.flat().map((a) => a.seq)).toEqual([2]);
+    expect(noted).toEqual([['agent.a', 2, { lane: 'NORMAL', waited_ms: now }]]);
     promoter.handle([promotion(4, now - 1)], now);
     expect(announced.flat().map((a) => a.seq)).toEqual([2]);
   });
@@ -57,10 +53,7 @@ describe('promoted deliveries', () => {
   it('are not sent with too little of their budget left to be answered in it', async () => {
     const announced: Announcement[][] = [];
     const promoter = new Promoter({
-      codec,
-      service: 'dispatcher',
-      instance: 'd1',
-      outbox: { post: () => undefined } as never,
+      ledger: { note: () => undefined },
       metrics: dispatcherMetrics(new ServiceMetrics('dispatcher')),
       log: silentLogger,
       announce: async (items) => void announced.push([...items]),

@@ -13,8 +13,7 @@ const ROOT = process.cwd();
 const SELF = 'test/unit/docs/citations.test.ts';
 
 /**
- * Files not scanned: vendored text, unmerged experiments kept as patches (experiments/), and two
- * kinds of frozen text whose old citations are
+ * Files not scanned: vendored text, and two kinds of frozen text whose old citations are
  * explained at the top of docs/design.md: the applied migrations (their checksums are recorded
  * in every database, so even a comment cannot change) and the registered Avro schemas with the
  * types generated from them (a changed `doc` is a new schema version in every registry).
@@ -22,7 +21,6 @@ const SELF = 'test/unit/docs/citations.test.ts';
 const NOT_SCANNED = [
   /^pnpm-lock\.yaml$/,
   /^patches\//,
-  /^experiments\/.*\.patch$/,
   /^packages\/store\/migrations\/.*\.sql$/,
   /^schemas\/.*\.avsc$/,
   /^packages\/envelope\/src\/generated\//,
