@@ -2,7 +2,7 @@ import type { EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger } from '@reach/core';
 import { produceAll, toInRecord, type InRecord, type OutRecord } from './records.js';
 import { GroupCommit } from './group-commit.js';
-import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, IDLE_FETCH_WAIT_MS, OffsetCommitter, type FetchWait } from './group-consumer.js';
+import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, IDLE_FETCH_WAIT_MS, keepBeating, OffsetCommitter, type FetchWait } from './group-consumer.js';
 
 /**
  * A consume loop for stages whose real output is a bulk write (the tracker folding status
@@ -70,14 +70,14 @@ export async function runBatchStage(opts: RunBatchStageOptions): Promise<Running
       const records: InRecord[] = msgs.slice(start, start + maxBatch).map((m) => toInRecord(batch.topic, batch.partition, m));
       let out: readonly OutRecord[] = [];
       try {
-        if (together) await together.add(records);
-        else out = await opts.handleBatch(records);
+        if (together) await keepBeating(heartbeat, together.add(records));
+        else out = await keepBeating(heartbeat, opts.handleBatch(records));
       } catch (err) {
         const error = toReachError(err);
         log.warn({ err: error, code: error.code, partition: batch.partition, offset: records[0]!.offset }, 'batch failed; kafkajs retries it');
         throw error;
       }
-      await produceAll(opts.producer, out);
+      await keepBeating(heartbeat, produceAll(opts.producer, out));
       const last = records[records.length - 1]!;
       resolveOffset(last.offset);
       await committer.done(last.topic, last.partition, last.offset);

@@ -2,7 +2,7 @@ import type { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import { toReachError, type Logger, type ReachError } from '@reach/core';
 import { NOOP_SPAN, NOOP_TRACER, withTraceparent, type StageSpan, type Tracer } from '@reach/tracing';
 import { produceAll, toInRecord, type InRecord, type OutRecord } from './records.js';
-import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, OffsetCommitter, type ConsumerRetryOptions } from './group-consumer.js';
+import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, keepBeating, OffsetCommitter, type ConsumerRetryOptions } from './group-consumer.js';
 
 /**
  * The consume loop every stage runs: decode → handle → produce outputs → commit.
@@ -171,12 +171,12 @@ export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
     for (let start = 0; start < msgs.length; start += chunkSize) {
       if (!isRunning() || isStale()) return;
       const records: InRecord[] = msgs.slice(start, start + chunkSize).map((m) => toInRecord(batch.topic, batch.partition, m));
-      const outcomes = await mapOrdered(records, concurrency, handleOne);
+      const outcomes = await keepBeating(heartbeat, mapOrdered(records, concurrency, handleOne));
       const firstRetry = outcomes.findIndex((o) => o.kind === 'retry');
       const done = firstRetry === -1 ? outcomes.length : firstRetry;
       const out: OutRecord[] = [];
       for (let i = 0; i < done; i++) out.push(...(outcomes[i] as { out: readonly OutRecord[] }).out);
-      await produceAll(opts.producer, out);
+      await keepBeating(heartbeat, produceAll(opts.producer, out));
       if (done > 0) {
         const last = records[done - 1]!;
         resolveOffset(last.offset);

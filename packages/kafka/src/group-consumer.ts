@@ -42,6 +42,38 @@ export const SESSION_TIMEOUT_MS = 6_000;
 export const HEARTBEAT_INTERVAL_MS = 1_000;
 
 /**
+ * How long a member keeps heartbeating while one chunk of a batch is being handled
+ * (keepBeating). Beyond it a wedged handler no longer holds its partitions: the coordinator
+ * evicts the member after its session and the partitions move (Kafka's max.poll.interval plays
+ * this part for the Java client).
+ */
+export const BUSY_HEARTBEAT_MAX_MS = 60_000;
+
+/**
+ * Resolves with `work`, heartbeating every HEARTBEAT_INTERVAL_MS while it runs (for at most
+ * BUSY_HEARTBEAT_MAX_MS). kafkajs heartbeats only from the consume loop: between fetches and
+ * where a handler calls `heartbeat()`, i.e. between chunks. A chunk that takes longer than the
+ * session (6 s) got the member evicted: a tracker catching up after a kill writes a whole fetch
+ * at once, its commits then failed ("the coordinator is not aware of this member"), it rejoined,
+ * consumed the same records again and was evicted again (`pnpm chaos --via kafka`, 300 msg/s:
+ * four minutes of that, 32,690 messages unread in the read model, until the commit watchdog
+ * restarted it). kafkajs shares one heartbeat request among concurrent callers. A heartbeat that
+ * fails here (a rebalance in progress) is left to the loop, whose own next heartbeat rejoins.
+ */
+export async function keepBeating<T>(heartbeat: () => Promise<void>, work: Promise<T>, maxMs = BUSY_HEARTBEAT_MAX_MS): Promise<T> {
+  const started = Date.now();
+  const timer = setInterval(() => {
+    if (Date.now() - started >= maxMs) return clearInterval(timer);
+    heartbeat().catch(() => undefined);
+  }, HEARTBEAT_INTERVAL_MS);
+  try {
+    return await work;
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/**
  * What every consume loop of Agent-Reach shares: the consumer-group settings, the crash policy
  * (a consumer kafkajs will not restart makes the process exit for a supervised restart instead
  * of living on with a dead consumer), and offset commits.
