@@ -54,6 +54,16 @@ function store(id: string, capability: string, budgetLeftMs = 60_000) {
 }
 
 const eventsOf = (messageId: string, state: string) => statuses.records.filter((r) => r.key === messageId && r.value?.state === state).map((r) => r.value!);
+/** Waits until the status topic holds an event of `state` for `messageId`. */
+const eventSeen = (messageId: string, state: string, what: string = state) =>
+  eventually(
+    what,
+    async () => {
+      await statuses.readToEnd();
+      return eventsOf(messageId, state).length > 0;
+    },
+    20_000,
+  );
 const messageIdOf = (f: object) => ((f as { message?: unknown }).message as { message_id: string }).message_id;
 
 describe('dispatcher: DELIVERING is written by the sender, at the send time', () => {
@@ -64,14 +74,7 @@ describe('dispatcher: DELIVERING is written by the sender, at the send time', ()
     const deliver = await agent.next((f) => f.type === 'deliver' && messageIdOf(f) === messageId, 20_000);
     const receivedAt = Date.now();
     expect(receivedAt - appendedAt).toBeLessThan(20_000);
-    await eventually(
-      'its DELIVERING',
-      async () => {
-        await statuses.readToEnd();
-        return eventsOf(messageId, 'DELIVERING').length > 0;
-      },
-      20_000,
-    );
+    await eventSeen(messageId, 'DELIVERING', 'its DELIVERING');
     const [delivering] = eventsOf(messageId, 'DELIVERING');
     expect(JSON.parse(delivering!.detail_json ?? '{}')).toMatchObject({ seq: deliver.seq });
     // Stamped with the send, not with when it was written.
@@ -79,14 +82,7 @@ describe('dispatcher: DELIVERING is written by the sender, at the send time', ()
     expect(Number(delivering!.at)).toBeLessThanOrEqual(receivedAt + 5);
     // The ack then makes it DELIVERED, with no second DELIVERING.
     agent.send({ type: 'ack', seq: deliver.seq, message_id: messageId });
-    await eventually(
-      'DELIVERED',
-      async () => {
-        await statuses.readToEnd();
-        return eventsOf(messageId, 'DELIVERED').length > 0;
-      },
-      20_000,
-    );
+    await eventSeen(messageId, 'DELIVERED');
     await new Promise((r) => setTimeout(r, 2 * DELIVERING_ALONE_AFTER_MS));
     await statuses.readToEnd();
     expect(eventsOf(messageId, 'DELIVERING')).toHaveLength(1);
@@ -98,14 +94,7 @@ describe('dispatcher: DELIVERING is written by the sender, at the send time', ()
     const { agent } = await TestAgent.connect(id, { token });
     const deliver = await agent.next((f) => f.type === 'deliver' && messageIdOf(f) === messageId, 20_000);
     agent.send({ type: 'ack', seq: deliver.seq, message_id: messageId });
-    await eventually(
-      'DELIVERED',
-      async () => {
-        await statuses.readToEnd();
-        return eventsOf(messageId, 'DELIVERED').length > 0;
-      },
-      20_000,
-    );
+    await eventSeen(messageId, 'DELIVERED');
     await new Promise((r) => setTimeout(r, 2 * DELIVERING_ALONE_AFTER_MS));
     await statuses.readToEnd();
     const delivering = eventsOf(messageId, 'DELIVERING');
