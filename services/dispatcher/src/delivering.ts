@@ -1,7 +1,7 @@
 import type { SchemaCodec } from '@reach/envelope';
 import type { OutRecord } from '@reach/kafka';
 import { statusRecord } from '@reach/service-kit';
-import { envelopeFromMessageJson, headOf, parseHead, type EntryHead } from './entry.js';
+import { envelopeFromMessageJson, headOf, parseHead } from './entry.js';
 
 /** Who writes the events. */
 export interface EventSource {
@@ -19,11 +19,7 @@ export function deliveringOfEntry(
   now: number = Date.now(),
 ): OutRecord | undefined {
   const head = parseHead(headOf(entry));
-  return head ? deliveringOfHead(src, agent, head, detail, now) : undefined;
-}
-
-/** deliveringOfEntry for a head already parsed. */
-export function deliveringOfHead(src: EventSource, agent: string, head: EntryHead, detail: Record<string, unknown>, now: number = Date.now()): OutRecord {
+  if (!head) return undefined;
   return statusRecord(
     src.codec,
     {

@@ -1,7 +1,7 @@
 import type { Logger } from '@reach/core';
 import type { OutRecord } from '@reach/kafka';
 import { deliveringOfEntry, type EventSource } from './delivering.js';
-import { frameOf } from './entry.js';
+import { entryDeadline } from './entry.js';
 import type { DispatcherMetrics } from './metrics.js';
 import type { Outbox } from './outbox.js';
 
@@ -150,7 +150,8 @@ export class SentLedger {
 
   private eventOf(s: Sent): OutRecord | undefined {
     if (s.record) return s.record;
-    const deadline = /"deadline":"([^"]*)"/.exec(frameOf(s.entry))?.[1];
+    const deadlineMs = entryDeadline(s.entry);
+    const deadline = deadlineMs === undefined ? undefined : new Date(deadlineMs).toISOString();
     const record = deliveringOfEntry(this.d, s.agent, s.entry, { seq: s.seq, deadline, instance: this.d.instance, ...s.extra }, s.sentAt);
     if (!record) this.d.log.error({ agent_id: s.agent, seq: s.seq }, 'unreadable entry sent; no DELIVERING event');
     return record;
