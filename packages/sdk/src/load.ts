@@ -12,6 +12,17 @@ export interface LoadTrackerOptions {
   now?: () => number;
 }
 
+/**
+ * Health is judged as if the agent had already succeeded this many times: one failure is not
+ * evidence that an agent is broken. Reported as the raw ratio, the first transient failure of
+ * a fresh agent read health 0; the registry put it in COOLDOWN and every sender got 2001 until
+ * the next heartbeat (CI, 7 December: a Python agent failing its first message of 300). With
+ * ten, one failure of one reads 0.909 and 5 % of a hundred 0.955; an agent failing everything
+ * falls under the default COOLDOWN threshold after about twenty failures (10 / 30 = 0.33, times
+ * its latency score), the same order of evidence the circuit wants before it opens (10 outcomes).
+ */
+export const HEALTH_PRIOR_SUCCESSES = 10;
+
 interface Sample {
   at: number;
   ok: boolean;
@@ -47,7 +58,7 @@ export class LoadTracker {
       queue_length: queued,
       avg_latency_ms: n === 0 ? 0 : Math.round((total / n) * 10) / 10,
       // No recent work is no evidence of trouble: a fresh agent reports full health.
-      health: n === 0 ? 1 : Math.round((ok / n) * 1000) / 1000,
+      health: Math.round(((ok + HEALTH_PRIOR_SUCCESSES) / (n + HEALTH_PRIOR_SUCCESSES)) * 1000) / 1000,
     };
   }
 }

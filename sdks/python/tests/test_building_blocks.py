@@ -150,9 +150,25 @@ def test_load_reports_running_queued_latency_and_health() -> None:
     assert load.snapshot(0, 0) == {"current_load": 0, "queue_length": 0, "avg_latency_ms": 0.0, "health": 1.0}
     load.record(True, 10)
     load.record(False, 30)
-    assert load.snapshot(2, 1) == {"current_load": 2, "queue_length": 1, "avg_latency_ms": 20.0, "health": 0.5}
+    # one success and one failure, weighed with ten successes' worth of trust: 11 / 12
+    assert load.snapshot(2, 1) == {"current_load": 2, "queue_length": 1, "avg_latency_ms": 20.0, "health": 0.917}
     now[0] = 301
     assert load.snapshot(0, 0)["health"] == 1.0
+
+
+def test_one_failure_is_not_enough_to_look_broken() -> None:
+    """A fresh agent's first transient failure read health 0: COOLDOWN and 2001 for its senders."""
+    fresh = LoadTracker()
+    fresh.record(False, 5)
+    assert fresh.snapshot(0, 0)["health"] == 0.909
+    failing = LoadTracker()
+    for _ in range(20):
+        failing.record(False, 5)
+    assert failing.snapshot(0, 0)["health"] == 0.333
+    healthy = LoadTracker()
+    for i in range(100):
+        healthy.record(i % 20 != 0, 5)
+    assert healthy.snapshot(0, 0)["health"] == 0.955
 
 
 async def test_a_sync_handler_runs_in_a_worker_thread_and_the_loop_stays_free() -> None:

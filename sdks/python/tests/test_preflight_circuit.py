@@ -22,7 +22,7 @@ async def test_3001_when_the_only_agent_has_an_open_circuit(reach_env: TestEnvir
     async def broken(msg: Message) -> None:
         raise RuntimeError("down")  # a transient failure: it counts against the agent
 
-    await reach_env.start_agent(handlers={flaky: broken})
+    agent = await reach_env.start_agent(handlers={flaky: broken})
     caller = await reach_env.start_agent()
     assert caller.node.route_verdict(flaky) == 0
     for i in range(12):
@@ -32,9 +32,12 @@ async def test_3001_when_the_only_agent_has_an_open_circuit(reach_env: TestEnvir
         await caller.node.request(flaky, {})
     assert (refused.value.code, refused.value.details.get("preflight")) == (3001, "local")
 
-    # Failing all its work, the agent also reports health 0 in its heartbeats and goes COOLDOWN.
-    # Its senders are still told the circuit (3001), not "no live agent" (2001): the early
-    # heartbeat made that COOLDOWN come within a second of the circuit, and the view said 2001.
+    # An agent failing its work may also report itself unhealthy and go COOLDOWN. Its senders are
+    # still told the circuit (3001), not "no live agent" (2001): the early heartbeat made that
+    # COOLDOWN come within a second of the circuit, and the view said 2001. The node's own health
+    # judges a dozen failures too little evidence for COOLDOWN (load.py), so this agent says it
+    # outright in its heartbeats, as one whose model provider is down would.
+    agent.node.load = lambda: {"current_load": 0, "queue_length": 0, "avg_latency_ms": 0.0, "health": 0.0}  # type: ignore[method-assign]
     async def cooled_down() -> bool | None:
         return True if any(a.get("status") == "COOLDOWN" for a in await reach_env.agents(flaky)) else None
 

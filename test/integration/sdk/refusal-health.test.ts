@@ -100,4 +100,31 @@ describe('a final refusal of bad input', () => {
     await eventually('the handler ran', async () => agent.received.some((m) => m.message_id === sent.message_id));
     await eventually('the failure is counted', async () => agent.node.load().health < 1);
   });
+
+  // CI, 7 December: a fresh Python agent failed its first message of 300 (a transient error, on
+  // purpose), its next heartbeat said health 0 (one failure of one), the registry put it in
+  // COOLDOWN and the rest of the 300 were REJECTED 2001 "no live agent" until the heartbeat after.
+  it("a fresh agent's first transient failure does not take it out of routing", async () => {
+    const flaky = cap('first');
+    let calls = 0;
+    const agent = await startTestAgent({
+      descriptor: { ttl_s: 2 }, // a heartbeat every second
+      handlers: {
+        [flaky]: async () => {
+          if (calls++ === 0) throw new Error('the model is overloaded');
+          return { ok: true };
+        },
+      },
+    });
+    const client = testClient();
+    await client.submit({ capability: flaky, payload: {}, retryable: false });
+    await eventually('the failure is counted', async () => agent.node.load().health < 1);
+    const health = agent.node.load().health;
+    expect(health).toBeGreaterThan(0.9);
+    await eventually('a heartbeat carrying it', async () => (await client.agents({ capability: flaky }))[0]?.load?.health === health);
+    const [listed] = await client.agents({ capability: flaky });
+    expect(listed).toMatchObject({ agent_id: agent.agentId, status: 'ONLINE' });
+    const next = await client.submit({ capability: flaky, payload: {} }, { waitMs: 15_000 });
+    expect(next).toMatchObject({ status: 'DELIVERED', result: { status: 'ok', payload: { ok: true } } });
+  });
 });

@@ -213,7 +213,8 @@ describe('deliveries', () => {
     fake.deliver({ capability: 'half', payload: 'ok' });
     fake.deliver({ capability: 'half', payload: 'fail' });
     await fake.until('both answered', () => acks().length + rejects().length === 2);
-    await fake.until('a heartbeat with health 0.5', () => fake.heartbeats.find((h) => h.body.health === 0.5));
+    // one of two, weighed with ten successes' worth of trust (load.ts): 11 / 12
+    await fake.until('a heartbeat with health 0.917', () => fake.heartbeats.find((h) => h.body.health === 0.917));
     expect(typeof fake.heartbeats.at(-1)!.body.avg_latency_ms).toBe('number');
   });
 
@@ -232,7 +233,7 @@ describe('deliveries', () => {
     expect(node.load().health).toBe(1);
     fake.deliver({ capability: 'strict', payload: 'crash' });
     await fake.until('the crash', () => rejects().length === 3);
-    expect(node.load().health).toBe(0.667);
+    expect(node.load().health).toBe(0.923); // (2 + 10) / (3 + 10)
   });
 });
 

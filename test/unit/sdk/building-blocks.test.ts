@@ -232,7 +232,19 @@ describe('LoadTracker (heartbeat load, R-A5)', () => {
     t.record(true, 20);
     t.record(false, 30);
     t.record(true, 40);
-    expect(t.snapshot(3, 7)).toEqual({ current_load: 3, queue_length: 7, avg_latency_ms: 25, health: 0.75 });
+    // three successes of four, weighed with ten successes' worth of trust: 13 / 14
+    expect(t.snapshot(3, 7)).toEqual({ current_load: 3, queue_length: 7, avg_latency_ms: 25, health: 0.929 });
+  });
+
+  it('does not read one failure as a broken agent (it read health 0: COOLDOWN and 2001 for its senders)', () => {
+    const health = (outcomes: boolean[]) => {
+      const t = new LoadTracker();
+      for (const ok of outcomes) t.record(ok, 5);
+      return t.snapshot(0, 0).health;
+    };
+    expect(health([false])).toBe(0.909);
+    expect(health(Array.from({ length: 20 }, () => false))).toBe(0.333);
+    expect(health(Array.from({ length: 100 }, (_, i) => i % 20 !== 0))).toBe(0.955);
   });
 
   it('only counts the last five minutes', () => {

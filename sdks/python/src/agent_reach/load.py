@@ -10,6 +10,14 @@ from typing import Callable
 from .message import LoadReport
 
 
+# Health is judged as if the agent had already succeeded this many times: one failure is not
+# evidence that an agent is broken. As the raw ratio, the first transient failure of a fresh agent
+# read health 0, the registry put it in COOLDOWN and its senders got 2001 until the next
+# heartbeat. With ten, one failure of one reads 0.909; an agent failing everything falls under the
+# default COOLDOWN threshold after about twenty failures (the TypeScript SDK's load.ts, the same).
+HEALTH_PRIOR_SUCCESSES = 10
+
+
 class LoadTracker:
     def __init__(self, window: float = 300.0, max_samples: int = 1000, clock: Callable[[], float] = time.monotonic) -> None:
         self._window = window
@@ -31,5 +39,5 @@ class LoadTracker:
             "queue_length": queued,
             "avg_latency_ms": round(total / n, 1) if n else 0.0,
             # No recent work is no evidence of trouble: a fresh agent reports full health.
-            "health": round(ok / n, 3) if n else 1.0,
+            "health": round((ok + HEALTH_PRIOR_SUCCESSES) / (n + HEALTH_PRIOR_SUCCESSES), 3),
         }
