@@ -56,3 +56,24 @@ export class GroupCommit<T> {
     this.schedule();
   }
 }
+
+/**
+ * A call gathered with the others made in the same macrotask, each caller getting its own
+ * answer: `call` takes every item added since the last run and returns one answer per item, in
+ * order. One run at a time; what is added meanwhile goes in the next. The dispatcher's acks
+ * take their deliveries from Redis this way: one script per agent for the acks of one socket
+ * read, not one per ack.
+ */
+export class BatchedCall<T, R> {
+  private readonly group = new GroupCommit<{ item: T; done: (r: R) => void }>(async (entries) => {
+    const answers = await this.call(entries.map((e) => e.item));
+    entries.forEach((e, i) => e.done(answers[i]!));
+  });
+
+  constructor(private readonly call: (items: T[]) => Promise<R[]>) {}
+
+  add(item: T): Promise<R> {
+    let answer: R;
+    return this.group.add([{ item, done: (r) => (answer = r) }]).then(() => answer);
+  }
+}

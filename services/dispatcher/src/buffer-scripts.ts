@@ -10,8 +10,8 @@
  *   ARGV[1] max_concurrency (0 = no cap)   ARGV[2..4] lane weights   ARGV[5] now (epoch ms)
  *   ARGV[6] buffer TTL s   ARGV[7] counter TTL s   ARGV[8] agent id
  * Script-specific keys and arguments follow; the promoting ones also name ENDED_MESSAGES (the
- * messages marked ended: `fill` drops their waiting entries instead of promoting them), KEYS[11]
- * in APPEND, KEYS[12] in TAKE, KEYS[9] in TAKE_EXPIRED and FILL.
+ * messages marked ended: `fill` drops their waiting entries instead of promoting them), KEYS[10]
+ * in APPEND_MANY, KEYS[12] in TAKE, KEYS[9] in TAKE_EXPIRED and FILL.
  *
  * A waiting entry (member of a lane, score = arrival order) is
  *     "<window_ms> <budget_at|0> <queued_at> <attempt>\n<head>\n<message part>"
@@ -199,64 +199,111 @@ end
 `;
 
 /**
- * A routed delivery: straight into the in-flight buffer when the agent has a free slot and
- * nothing waits before it (returns {seq}); else into its lane (returns {0, order, promotions…}
- * — a raised max_concurrency may promote at once, this entry or others).
+ * Routed deliveries of one agent, in their order: each straight into the in-flight buffer when
+ * the agent has a free slot and nothing waits before it (its reply {seq}); else into its lane
+ * ({0, order, promotions…} — a raised max_concurrency may promote at once, this entry or others).
+ * Returns one reply per delivery.
+ *
+ * One call per agent and fetch, not per delivery: what every delivery of the call shares is read
+ * and written once — the ended check (ZMSCORE), the repeat markers (MGET), the slot count and
+ * the lanes (ZCARD, EXISTS), one ZADD into the buffer and one into the deadlines, the TTLs. A
+ * delivery that goes out at once costs INCR and its marker's SET on top (issue 27: 10 commands
+ * and a script call per delivery before, 22 Redis commands per message in all).
  *
  * Each delivery (agent, message id, attempt) is appended once. The consumer is at-least-once:
  * a batch whose offsets were not committed yet — its outputs failed and kafkajs retries it, a
  * rebalance moved the partition, an instance stopped or crashed — is consumed again, and a
  * second append would queue (or send) the delivery twice: a second seq taking a slot of the
  * cap, a second place in a lane shifting the lane order. So the first append leaves a marker
- * (KEYS[10]: 's<seq>' or 'w<lane>:<order>', for ARGV[18] s) and a repeat changes nothing: it
- * returns {-1, seq, entry} while the delivery is still in flight (the caller sends the stored
+ * (its marker key: 's<seq>' or 'w<lane>:<order>', for ARGV[9] s) and a repeat changes nothing: its
+ * reply is {-1, seq, entry} while the delivery is still in flight (the caller sends the stored
  * entry again and repeats its DELIVERING: the first pass may have failed before doing so),
  * {-2, order} while it still waits, {-3} once it has moved on (answered, failed, promoted by
- * whoever freed its slot, or given up).
- *   KEYS[9] arrival-order counter  KEYS[10] the delivery's marker
- *   ARGV[9] head  ARGV[10] attempt  ARGV[11] ack deadline as JSON string  ARGV[12] message part
- *   ARGV[13] ack deadline ms ('' = none)  ARGV[14] ack window ms  ARGV[15] budget end ms (0 = none)
- *   ARGV[16] lane 1..3  ARGV[17] wait deadline ms  ARGV[18] marker TTL s
- *
- * A message marked ended (KEYS[11], ENDED_MESSAGES: declared DEAD by the stuck sweep, or
- * canceled by its sender with A2A CancelTask) is not appended at all: {-3}, as if it had moved on.
- *   KEYS[11] ended messages  ARGV[19] message id
+ * whoever freed its slot, or given up). A message marked ended (KEYS[10], ENDED_MESSAGES:
+ * declared DEAD by the stuck sweep, or canceled by its sender with A2A CancelTask) is not
+ * appended at all: {-3}, as if it had moved on.
+ *   KEYS[9] arrival-order counter  KEYS[10] ended messages  KEYS[10 + i] delivery i's marker
+ *   ARGV[9] marker TTL s; delivery i's ten arguments from b = 9 + 10 (i - 1):
+ *   b+1 head  b+2 attempt  b+3 ack deadline as JSON string  b+4 message part  b+5 ack deadline
+ *   ms ('' = none)  b+6 ack window ms  b+7 budget end ms (0 = none)  b+8 lane 1..3  b+9 wait
+ *   deadline ms  b+10 message id
  */
-export const APPEND =
+const APPEND_FIELDS = 10;
+export const APPEND_MANY =
   FILL_FUNCTIONS +
   `
 local f = flow()
-if redis.call('ZSCORE', KEYS[11], ARGV[19]) then return {-3} end
-local seen = redis.call('GET', KEYS[10])
-if seen then
-  local wlane, worder = string.match(seen, '^w(%d):(%d+)$')
-  if wlane then
-    if #redis.call('ZRANGEBYSCORE', KEYS[3 + tonumber(wlane)], worder, worder) > 0 then return {-2, tonumber(worder)} end
-    return {-3}
+local n = #KEYS - 10
+local ttl = ARGV[9]
+local ids = {}
+for i = 1, n do ids[i] = ARGV[9 + (i - 1) * ${APPEND_FIELDS} + 10] end
+local ended = redis.call('ZMSCORE', KEYS[10], unpack(ids))
+local marks = redis.call('MGET', unpack(KEYS, 11, 10 + n))
+local out = {}
+local inflight, lanesBusy = nil, nil
+local bufAdds, dlAdds = {}, {}
+local seqUsed, orderUsed = false, false
+local setHere = {}
+-- Appends are gathered into one ZADD each; written before anything reads the buffer again.
+local function flush()
+  if #bufAdds > 0 then redis.call('ZADD', KEYS[2], unpack(bufAdds)) bufAdds = {} end
+  if #dlAdds > 0 then redis.call('ZADD', KEYS[3], unpack(dlAdds)) dlAdds = {} end
+end
+for i = 1, n do
+  local b = 9 + (i - 1) * ${APPEND_FIELDS}
+  local marker = KEYS[10 + i]
+  -- the same delivery twice in one call: the second is a repeat of the first
+  local seen = setHere[marker] or marks[i]
+  if ended[i] then
+    out[i] = {-3}
+  elseif seen then
+    flush()
+    local wlane, worder = string.match(seen, '^w(%d):(%d+)$')
+    local sseq = string.match(seen, '^s(%d+)$')
+    if wlane then
+      out[i] = #redis.call('ZRANGEBYSCORE', KEYS[3 + tonumber(wlane)], worder, worder) > 0 and {-2, tonumber(worder)} or {-3}
+    else
+      local m = sseq and redis.call('ZRANGEBYSCORE', KEYS[2], sseq, sseq) or {}
+      out[i] = #m > 0 and {-1, tonumber(sseq), m[1]} or {-3}
+    end
+  else
+    if inflight == nil then inflight = redis.call('ZCARD', KEYS[2]) + #bufAdds / 2 end
+    if lanesBusy == nil then lanesBusy = redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) > 0 end
+    if (f.limit <= 0 or inflight < f.limit) and not lanesBusy then
+      local seq = redis.call('INCR', KEYS[1])
+      seqUsed = true
+      bufAdds[#bufAdds + 1] = seq
+      bufAdds[#bufAdds + 1] = ARGV[b + 1] .. '\\n{"type":"deliver","seq":' .. seq .. ',"attempt":' .. ARGV[b + 2] .. ',"deadline":' .. ARGV[b + 3] .. ARGV[b + 4]
+      if ARGV[b + 5] ~= '' then
+        dlAdds[#dlAdds + 1] = ARGV[b + 5]
+        dlAdds[#dlAdds + 1] = f.agent .. '|' .. seq
+      end
+      inflight = inflight + 1
+      seen = 's' .. seq
+      out[i] = {seq}
+    else
+      flush()
+      local lane = tonumber(ARGV[b + 8])
+      local order = redis.call('INCR', KEYS[9])
+      orderUsed = true
+      redis.call('ZADD', KEYS[3 + lane], order, ARGV[b + 6] .. ' ' .. ARGV[b + 7] .. ' ' .. f.now .. ' ' .. ARGV[b + 2] .. '\\n' .. ARGV[b + 1] .. '\\n' .. ARGV[b + 4])
+      redis.call('ZADD', KEYS[8], ARGV[b + 9], waitMember(f, lane, order))
+      seen = 'w' .. lane .. ':' .. order
+      local r = {0, order}
+      for _, v in ipairs(fill(f, KEYS[10])) do r[#r + 1] = v end
+      out[i] = r
+      inflight, lanesBusy = nil, nil -- fill may have promoted: read again
+    end
+    redis.call('SET', marker, seen, 'EX', ttl)
+    setHere[marker] = seen
   end
-  local sseq = string.match(seen, '^s(%d+)$')
-  local m = sseq and redis.call('ZRANGEBYSCORE', KEYS[2], sseq, sseq) or {}
-  if #m > 0 then return {-1, tonumber(sseq), m[1]} end
-  return {-3}
 end
-if (f.limit <= 0 or redis.call('ZCARD', KEYS[2]) < f.limit) and redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) == 0 then
-  local seq = redis.call('INCR', KEYS[1])
+flush()
+if seqUsed then
   redis.call('EXPIRE', KEYS[1], f.seqTtl)
-  local entry = ARGV[9] .. '\\n{"type":"deliver","seq":' .. seq .. ',"attempt":' .. ARGV[10] .. ',"deadline":' .. ARGV[11] .. ARGV[12]
-  redis.call('ZADD', KEYS[2], seq, entry)
   redis.call('EXPIRE', KEYS[2], f.bufTtl)
-  if ARGV[13] ~= '' then redis.call('ZADD', KEYS[3], ARGV[13], f.agent .. '|' .. seq) end
-  redis.call('SET', KEYS[10], 's' .. seq, 'EX', ARGV[18])
-  return {seq}
 end
-local lane = tonumber(ARGV[16])
-local order = redis.call('INCR', KEYS[9])
-redis.call('EXPIRE', KEYS[9], f.seqTtl)
-redis.call('ZADD', KEYS[3 + lane], order, ARGV[14] .. ' ' .. ARGV[15] .. ' ' .. f.now .. ' ' .. ARGV[10] .. '\\n' .. ARGV[9] .. '\\n' .. ARGV[12])
-redis.call('ZADD', KEYS[8], ARGV[17], waitMember(f, lane, order))
-redis.call('SET', KEYS[10], 'w' .. lane .. ':' .. order, 'EX', ARGV[18])
-local out = {0, order}
-for _, v in ipairs(fill(f, KEYS[11])) do out[#out + 1] = v end
+if orderUsed then redis.call('EXPIRE', KEYS[9], f.seqTtl) end
 return out`;
 
 /**
@@ -317,6 +364,75 @@ end
 local out = {1, head}
 if ARGV[13] == '1' then out[2] = e end
 for _, v in ipairs(fill(flow(), KEYS[12])) do out[#out + 1] = v end
+return out`;
+
+/**
+ * The acks (and results taken as acks) of one agent gathered in one call: TAKE with a context
+ * kept and the ack journaled, for each in order, with what every ack of the call shares done
+ * once — the ended check (ZMSCORE), the deadlines' ZREM, the journal's HSET and ZADD, and one
+ * `fill` for all the slots freed. Returns one {status, head} per ack (TAKE's statuses: 1 taken,
+ * 0 gone, 2 another message, 3 ended, 4 answered before), then the promotions as a last element.
+ *   KEYS[9] ack journal (hash)  KEYS[10] ack journal by time  KEYS[11] ended messages
+ *   KEYS[11 + i] ack i's result context
+ *   ARGV[9] answered marker  ARGV[10] its TTL s; ack i's four arguments from b = 10 + 4 (i - 1):
+ *   b+1 seq  b+2 message id prefix  b+3 message id  b+4 acked at (epoch ms)
+ */
+const ACK_FIELDS = 4;
+export const TAKE_ACKS =
+  FILL_FUNCTIONS +
+  `
+local f = flow()
+local n = #KEYS - 11
+local ids = {}
+for i = 1, n do ids[i] = ARGV[10 + (i - 1) * ${ACK_FIELDS} + 3] end
+local ended = redis.call('ZMSCORE', KEYS[11], unpack(ids))
+local out = {}
+local deadlines, journal, byTime = {}, {}, {}
+local freed = false
+for i = 1, n do
+  local b = 10 + (i - 1) * ${ACK_FIELDS}
+  local seq, res = ARGV[b + 1], KEYS[11 + i]
+  local m = redis.call('ZRANGEBYSCORE', KEYS[2], seq, seq)
+  if #m == 0 then
+    if redis.call('EXISTS', res) == 1 then
+      out[i] = {4, ''}
+    else
+      redis.call('SET', res, ARGV[9], 'EX', ARGV[10])
+      out[i] = {0, ''}
+    end
+  elseif string.sub(m[1], 1, #ARGV[b + 2]) ~= ARGV[b + 2] then
+    out[i] = {2, ''}
+  else
+    local e = m[1]
+    redis.call('ZREM', KEYS[2], e)
+    freed = true
+    deadlines[#deadlines + 1] = f.agent .. '|' .. seq
+    if ended[i] then
+      redis.call('SET', res, ARGV[9], 'EX', ARGV[10])
+      out[i] = {3, ''}
+    else
+      local head = string.sub(e, 1, string.find(e, '\\n', 1, true) - 1)
+      local ok, h = pcall(cjson.decode, head)
+      local ttl = ok and tonumber(h['ctx_ttl_s']) or 0
+      if ttl and ttl > 0 then
+        redis.call('SET', res, head, 'EX', math.floor(ttl))
+      else
+        redis.call('SET', res, ARGV[9], 'EX', ARGV[10])
+      end
+      journal[#journal + 1] = ARGV[b + 3]
+      journal[#journal + 1] = f.agent .. '|' .. seq .. '|' .. ARGV[b + 4] .. '|' .. head
+      byTime[#byTime + 1] = ARGV[b + 4]
+      byTime[#byTime + 1] = ARGV[b + 3]
+      out[i] = {1, head}
+    end
+  end
+end
+if #deadlines > 0 then redis.call('ZREM', KEYS[3], unpack(deadlines)) end
+if #journal > 0 then
+  redis.call('HSET', KEYS[9], unpack(journal))
+  redis.call('ZADD', KEYS[10], unpack(byTime))
+end
+out[n + 1] = freed and fill(f, KEYS[11]) or {}
 return out`;
 
 /**

@@ -123,7 +123,7 @@ export class Outcomes {
   /** The agent acknowledged delivery `seq`: DELIVERED (its context stays for a result). */
   async ack(agent: string, seq: number, messageId: string): Promise<AnswerOutcome> {
     const ackedAt = Date.now();
-    const taken = await this.d.buffer.take(agent, seq, messageId, true, false, ackedAt, ackedAt);
+    const taken = await this.d.buffer.takeAck(agent, seq, messageId, ackedAt);
     if (taken.kind === 'mismatch') return 'mismatch';
     if (taken.kind !== 'taken') return this.notPending('ack', taken, agent, seq, messageId);
     this.d.promoted?.(taken.promotions);
@@ -294,7 +294,7 @@ export class Outcomes {
     // journaled like an ack, and counts as the delivery's outcome exactly like one.
     if (found === 'pending' && inflightSeq !== undefined) {
       const now = Date.now();
-      const taken = await this.d.buffer.take(agent, inflightSeq, r.message_id, true, false, now, now);
+      const taken = await this.d.buffer.takeAck(agent, inflightSeq, r.message_id, now);
       if (taken.kind === 'taken') {
         this.d.promoted?.(taken.promotions);
         delivering = this.deliveringOf(agent, inflightSeq);

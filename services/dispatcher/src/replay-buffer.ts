@@ -1,8 +1,8 @@
 import { ReachError } from '@reach/core';
-import { GroupCommit } from '@reach/kafka';
+import { BatchedCall, GroupCommit } from '@reach/kafka';
 import { ACK_JOURNAL, ACKED_LATE_KEEP_MS, ENDED_MESSAGES, WORK_IN_PROGRESS, type Redis } from '@reach/store';
 import { ANSWERED_MARKER, ANSWERED_MARKER_TTL_S } from './answer-outcome.js';
-import { APPEND, FAIL_OVER, FILL, TAKE, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
+import { APPEND_MANY, FAIL_OVER, FILL, TAKE, TAKE_ACKS, TAKE_EXPIRED, TAKE_WAITING } from './buffer-scripts.js';
 import { deadlineJson, headOf, midPrefix, parseHead, type EntryHead } from './entry.js';
 import { LANES, type LaneIndex, type PerLane } from './lanes.js';
 
@@ -32,7 +32,7 @@ import { LANES, type LaneIndex, type PerLane } from './lanes.js';
  *   score = epoch ms, member = `<agent>|<lane>|<order>`; the deadline sweeper fails those.
  * - `reach:routed:{agent}:<message_id>:<attempt>`  where the delivery went when it was
  *   appended, so that a routed record consumed again is not appended twice (buffer-scripts.ts
- *   APPEND); short-lived.
+ *   APPEND_MANY); short-lived.
  *
  * Every script that frees a slot (ack, reject, result, missed ack deadline) promotes the next
  * waiting entries in the same step, so the cap holds across all dispatcher instances; the
@@ -45,8 +45,9 @@ import { LANES, type LaneIndex, type PerLane } from './lanes.js';
 
 interface ScriptCommands {
   reachFailOver(buf: string, deadlines: string, lost: string, agent: string, now: number, ttlMs: number, mark: string): Promise<number>;
-  reachAppend(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
+  reachAppendMany(numKeys: number, ...keysAndArgs: Array<string | number>): Promise<Array<Array<string | number>>>;
   reachTake(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
+  reachTakeAcks(numKeys: number, ...keysAndArgs: Array<string | number>): Promise<Array<Array<string | number>>>;
   reachTakeExpired(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
   reachFill(...keysAndArgs: Array<string | number>): Promise<Array<string | number>>;
   reachTakeWaiting(...keysAndArgs: Array<string | number>): Promise<string | null>;
@@ -268,6 +269,30 @@ function promotionsOf(agent: string, flat: ReadonlyArray<string | number>, from:
   return out;
 }
 
+/** Deliveries per script call of the batched scripts: bounds its argument list (Lua's unpack). */
+const CALL_CHUNK = 100;
+
+/** The indexes of `items`, grouped per agent in their order, at most CALL_CHUNK per group: one script call each. */
+function callsPerAgent(items: ReadonlyArray<{ agent: string }>): number[][] {
+  const byAgent = new Map<string, number[]>();
+  items.forEach((it, i) => {
+    const own = byAgent.get(it.agent);
+    if (own) own.push(i);
+    else byAgent.set(it.agent, [i]);
+  });
+  const calls: number[][] = [];
+  for (const own of byAgent.values()) for (let i = 0; i < own.length; i += CALL_CHUNK) calls.push(own.slice(i, i + CALL_CHUNK));
+  return calls;
+}
+
+/** An ack (or a result taken as one) for `takeAck`. */
+interface AckTake {
+  agent: string;
+  seq: number;
+  messageId: string;
+  ackedAt: number;
+}
+
 export class ReplayBuffer {
   private readonly scripts: ScriptCommands;
   /** Acks whose DELIVERED is produced, leaving the journal together (settleAck). */
@@ -288,8 +313,9 @@ export class ReplayBuffer {
     private readonly ttlS: number,
     private readonly flow: FlowPolicy = { limitOf: () => 0, weights: [60, 30, 10] },
   ) {
-    redis.defineCommand('reachAppend', { numberOfKeys: 11, lua: APPEND });
+    redis.defineCommand('reachAppendMany', { lua: APPEND_MANY }); // numkeys given per call
     redis.defineCommand('reachTake', { numberOfKeys: 12, lua: TAKE });
+    redis.defineCommand('reachTakeAcks', { lua: TAKE_ACKS }); // numkeys given per call
     redis.defineCommand('reachTakeExpired', { numberOfKeys: 9, lua: TAKE_EXPIRED });
     redis.defineCommand('reachFill', { numberOfKeys: 9, lua: FILL });
     redis.defineCommand('reachTakeWaiting', { numberOfKeys: 8, lua: TAKE_WAITING });
@@ -318,56 +344,112 @@ export class ReplayBuffer {
   }
 
   /**
-   * Stores each routed delivery, in one pipeline: in the agent's buffer with its next seq when
-   * the agent has a free slot and nothing waits, else in its priority lane — once: a delivery
-   * (agent, message id, attempt) appended before is not appended again (see AppendResult).
-   * Within an agent the order given is kept (one partition owns an agent's records).
-   * Deliveries promoted on the way (a raised max_concurrency) come back in `promotions`, for
-   * the caller to announce.
+   * Stores each routed delivery: in the agent's buffer with its next seq when the agent has a
+   * free slot and nothing waits, else in its priority lane — once: a delivery (agent, message
+   * id, attempt) appended before is not appended again (see AppendResult). One script call per
+   * agent (at most CALL_CHUNK deliveries each), all in one pipeline; within an agent the order
+   * given is kept (one partition owns an agent's records). Deliveries promoted on the way (a
+   * raised max_concurrency) come back in `promotions`, for the caller to announce.
    */
   async appendMany(items: readonly AppendItem[], now: number = Date.now()): Promise<{ results: AppendResult[]; promotions: Promotion[] }> {
     if (items.length === 0) return { results: [], promotions: [] };
+    const calls = callsPerAgent(items);
     return call('append', async () => {
       const pipe = this.redis.pipeline();
       const p = pipe as unknown as ScriptCommands;
-      for (const it of items) {
-        void p.reachAppend(
-          ...this.flowKeys(it.agent),
-          keys.order(it.agent),
-          keys.appended(it.agent, it.messageId, it.attempt),
-          ENDED_MESSAGES,
-          ...this.flowArgv(it.agent, now),
-          it.head,
-          it.attempt,
-          deadlineJson(it.deadline),
-          it.messagePart,
-          it.deadline,
-          Math.max(0, Math.round(it.windowMs)),
-          it.budgetAt ?? 0,
-          it.lane + 1,
-          it.waitDeadline,
-          APPEND_MARKER_TTL_S,
-          it.messageId,
-        );
+      for (const idx of calls) {
+        const agent = items[idx[0]!]!.agent;
+        const markers = idx.map((i) => keys.appended(agent, items[i]!.messageId, items[i]!.attempt));
+        const args: Array<string | number> = [...this.flowArgv(agent, now), APPEND_MARKER_TTL_S];
+        for (const i of idx) {
+          const it = items[i]!;
+          args.push(
+            it.head,
+            it.attempt,
+            deadlineJson(it.deadline),
+            it.messagePart,
+            it.deadline,
+            Math.max(0, Math.round(it.windowMs)),
+            it.budgetAt ?? 0,
+            it.lane + 1,
+            it.waitDeadline,
+            it.messageId,
+          );
+        }
+        void p.reachAppendMany(10 + markers.length, ...this.flowKeys(agent), keys.order(agent), ENDED_MESSAGES, ...markers, ...args);
       }
       const replies = (await pipe.exec()) ?? [];
-      const results: AppendResult[] = [];
+      const results = new Array<AppendResult>(items.length);
       const promotions: Promotion[] = [];
-      replies.forEach(([err, reply], i) => {
+      replies.forEach(([err, reply], c) => {
         if (err) throw err;
-        const flat = reply as Array<string | number>;
-        const code = Number(flat[0]);
-        if (code > 0) results.push({ kind: 'inflight', seq: code, repeat: false });
-        else if (code === 0) {
-          results.push({ kind: 'waiting', order: Number(flat[1]), repeat: false });
-          promotions.push(...promotionsOf(items[i]!.agent, flat, 2));
-        } else if (code === -1) results.push({ kind: 'inflight', seq: Number(flat[1]), repeat: true, entry: String(flat[2]) });
-        else if (code === -2) results.push({ kind: 'waiting', order: Number(flat[1]), repeat: true });
-        else results.push({ kind: 'moved' });
+        (reply as Array<Array<string | number>>).forEach((flat, k) => {
+          const i = calls[c]![k]!;
+          const code = Number(flat[0]);
+          if (code > 0) results[i] = { kind: 'inflight', seq: code, repeat: false };
+          else if (code === 0) {
+            results[i] = { kind: 'waiting', order: Number(flat[1]), repeat: false };
+            promotions.push(...promotionsOf(items[i]!.agent, flat, 2));
+          } else if (code === -1) results[i] = { kind: 'inflight', seq: Number(flat[1]), repeat: true, entry: String(flat[2]) };
+          else if (code === -2) results[i] = { kind: 'waiting', order: Number(flat[1]), repeat: true };
+          else results[i] = { kind: 'moved' };
+        });
       });
       return { results, promotions };
     });
   }
+
+  /**
+   * An ack, or a result taken as one: `take` with the context kept and the ack journaled at
+   * `ackedAt`. The acks of one macrotask (one socket read holds several) go together, one
+   * TAKE_ACKS call per agent; the promotions of a call come back with its first take.
+   */
+  takeAck(agent: string, seq: number, messageId: string, ackedAt: number): Promise<TakeOutcome> {
+    return this.ackTakes.add({ agent, seq, messageId, ackedAt });
+  }
+
+  private readonly ackTakes = new BatchedCall<AckTake, TakeOutcome>((items) =>
+    call('take', async () => {
+      const now = Date.now();
+      const calls = callsPerAgent(items);
+      const pipe = this.redis.pipeline();
+      const p = pipe as unknown as ScriptCommands;
+      for (const idx of calls) {
+        const agent = items[idx[0]!]!.agent;
+        const results = idx.map((i) => keys.result(agent, items[i]!.messageId));
+        const acks = idx.flatMap((i) => [items[i]!.seq, midPrefix(items[i]!.messageId), items[i]!.messageId, items[i]!.ackedAt]);
+        void p.reachTakeAcks(
+          11 + results.length,
+          ...this.flowKeys(agent),
+          keys.acked,
+          keys.ackedAt,
+          ENDED_MESSAGES,
+          ...results,
+          ...this.flowArgv(agent, now),
+          ANSWERED_MARKER,
+          ANSWERED_MARKER_TTL_S,
+          ...acks,
+        );
+      }
+      const replies = (await pipe.exec()) ?? [];
+      const outcomes = new Array<TakeOutcome>(items.length);
+      replies.forEach(([err, reply], c) => {
+        if (err) throw err;
+        const flat = reply as Array<Array<string | number>>;
+        const idx = calls[c]!;
+        let promotions = promotionsOf(items[idx[0]!]!.agent, flat[idx.length] ?? [], 0);
+        idx.forEach((i, k) => {
+          const [status, head] = flat[k]!;
+          const kind = Number(status);
+          if (kind === 1 || kind === 3) {
+            outcomes[i] = kind === 1 ? { kind: 'taken', head: String(head), promotions } : { kind: 'ended', promotions };
+            promotions = [];
+          } else outcomes[i] = kind === 4 ? { kind: 'answered' } : kind === 2 ? { kind: 'mismatch' } : { kind: 'gone' };
+        });
+      });
+      return outcomes;
+    }),
+  );
 
   /** Un-acked entries with seq > afterSeq, oldest first. */
   async readAfter(agent: string, afterSeq: number, limit: number): Promise<BufferRead> {

@@ -246,6 +246,105 @@ describe('priority lanes: a waiting entry whose message ended (A2A CancelTask, i
   });
 });
 
+describe('appendMany: one script call per agent and fetch (issue 27)', () => {
+  it("keeps each delivery's own outcome: agents mixed, a repeat within the call, an ended message, the cap reached midway; all of it again is a repeat", async () => {
+    const a = agentId('it.append.a');
+    const b = agentId('it.append.b');
+    const buffer = new ReplayBuffer(redis, 1800, { limitOf: (agent) => (agent === a ? 3 : 0), weights: [60, 30, 10] });
+    const now = Date.now();
+    // items 0–4 are a's, 10–11 b's; item 3 was ended (canceled) before it was routed
+    const batch = [
+      item(a, 0, 1, now),
+      item(b, 10, 1, now),
+      item(a, 1, 1, now),
+      item(a, 1, 1, now),
+      item(a, 2, 1, now),
+      item(a, 3, 1, now),
+      item(a, 4, 1, now),
+      item(b, 11, 1, now),
+    ];
+    await redis.zadd(ENDED_MESSAGES, now, midOf(3));
+    try {
+      const first = await buffer.appendMany(batch, now);
+      const seqOf = (i: number) => (first.results[i] as { seq: number }).seq;
+      expect(first.results.map((r) => r.kind)).toEqual(['inflight', 'inflight', 'inflight', 'inflight', 'inflight', 'moved', 'waiting', 'inflight']);
+      expect(first.results[3]).toMatchObject({ kind: 'inflight', repeat: true, seq: seqOf(2) });
+      expect((first.results[3] as { entry: string }).entry).toContain(`"message_id":"${midOf(1)}"`);
+      expect([seqOf(0), seqOf(2), seqOf(4)]).toEqual([seqOf(0), seqOf(0) + 1, seqOf(0) + 2]);
+      expect(seqOf(7)).toBe(seqOf(1) + 1);
+      expect(first.promotions).toEqual([]);
+      expect(await buffer.flowState(a)).toEqual({ inFlight: 3, waiting: [0, 1, 0] });
+      expect(await buffer.flowState(b)).toEqual({ inFlight: 2, waiting: [0, 0, 0] });
+      // every delivery sent at once has its ack deadline, each with its own seq
+      const due = await redis.zrangebyscore(keys.deadlines, now + 3_600_000, now + 3_600_000);
+      expect(due.filter((m) => m.startsWith(`${a}|`)).sort()).toEqual([0, 2, 4].map((i) => `${a}|${seqOf(i)}`).sort());
+      const stored = await buffer.readAfter(a, 0, 10);
+      expect(stored.entries.map((e) => itemOf(e.entry))).toEqual([0, 1, 2]);
+
+      // The same fetch consumed again: nothing is stored twice, each says where it went.
+      const again = await buffer.appendMany(batch, now);
+      expect(again.results.map((r) => ('repeat' in r ? `${r.kind}:${r.repeat}` : r.kind))).toEqual([
+        'inflight:true',
+        'inflight:true',
+        'inflight:true',
+        'inflight:true',
+        'inflight:true',
+        'moved',
+        'waiting:true',
+        'inflight:true',
+      ]);
+      expect(await buffer.flowState(a)).toEqual({ inFlight: 3, waiting: [0, 1, 0] });
+    } finally {
+      await redis.zrem(ENDED_MESSAGES, midOf(3));
+      await forget(a, 5);
+      await forget(b, 12);
+    }
+  });
+});
+
+describe('takeAck: the acks of one macrotask taken together (issue 27)', () => {
+  it("gives each ack its own outcome — taken and journaled, answered twice, another message, ended — and the freed slots' promotions once", async () => {
+    const a = agentId('it.acks');
+    const buffer = new ReplayBuffer(redis, 1800, { limitOf: () => 3, weights: [60, 30, 10] });
+    const now = Date.now();
+    try {
+      // items 0–2 in flight (the cap), 3–4 waiting; item 2 ends (canceled) while in flight
+      const { results } = await buffer.appendMany(
+        [0, 1, 2, 3, 4].map((i) => item(a, i, 1, now)),
+        now,
+      );
+      const seq = (i: number) => (results[i] as { seq: number }).seq;
+      expect(results.map((r) => r.kind)).toEqual(['inflight', 'inflight', 'inflight', 'waiting', 'waiting']);
+      await redis.zadd(ENDED_MESSAGES, now, midOf(2));
+      const at = now + 5;
+      const [first, twice, wrong, ended] = await Promise.all([
+        buffer.takeAck(a, seq(0), midOf(0), at),
+        buffer.takeAck(a, seq(0), midOf(0), at),
+        buffer.takeAck(a, seq(1), midOf(9), at),
+        buffer.takeAck(a, seq(2), midOf(2), at),
+      ]);
+      expect(first).toMatchObject({ kind: 'taken' });
+      expect(JSON.parse((first as { head: string }).head)).toMatchObject({ mid: midOf(0) });
+      expect(twice).toEqual({ kind: 'answered' });
+      expect(wrong).toEqual({ kind: 'mismatch' });
+      expect(ended).toMatchObject({ kind: 'ended', promotions: [] });
+      // two slots freed (items 0 and 2): items 3 and 4 promoted, handed back once, with the first take
+      expect((first as { promotions: Array<{ entry: string }> }).promotions.map((p) => itemOf(p.entry))).toEqual([3, 4]);
+      expect(await buffer.flowState(a)).toEqual({ inFlight: 3, waiting: [0, 0, 0] });
+      // the ack is journaled until its DELIVERED is produced; the ended one is not
+      const journaled = await buffer.journaledAcks([midOf(0), midOf(2)]);
+      expect(journaled[0]).toMatchObject({ agent: a, seq: seq(0), ackedAt: at });
+      expect(journaled[1]).toBeUndefined();
+      expect(await redis.zscore(keys.deadlines, `${a}|${seq(0)}`)).toBeNull();
+      expect(await redis.zscore(keys.deadlines, `${a}|${seq(1)}`)).not.toBeNull();
+      await buffer.settleAck(midOf(0));
+    } finally {
+      await redis.zrem(ENDED_MESSAGES, midOf(2));
+      await forget(a, 5);
+    }
+  });
+});
+
 describe('priority lanes: the running dispatcher', () => {
   it('releases a HIGH/NORMAL/LOW backlog in weighted order: HIGH dominates, LOW progresses at its share, FIFO per lane', async () => {
     const id = agentId('it.lanes');

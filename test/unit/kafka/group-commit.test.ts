@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GroupCommit } from '@reach/kafka';
+import { BatchedCall, GroupCommit } from '@reach/kafka';
 
 /** A write the test finishes by hand, recording what each call was given. */
 function manualWriter() {
@@ -52,5 +52,31 @@ describe('GroupCommit', () => {
     expect(w.calls[1]!.items).toEqual([3]);
     w.calls[1]!.finish();
     await expect(c).resolves.toBeUndefined();
+  });
+});
+
+describe('BatchedCall', () => {
+  it('runs the calls of one macrotask together and gives each caller its own answer', async () => {
+    const runs: number[][] = [];
+    const batched = new BatchedCall<number, string>(async (items) => {
+      runs.push(items);
+      return items.map((i) => `#${i}`);
+    });
+    const first = await Promise.all([batched.add(1), batched.add(2), batched.add(3)]);
+    expect(first).toEqual(['#1', '#2', '#3']);
+    expect(await batched.add(4)).toBe('#4');
+    expect(runs).toEqual([[1, 2, 3], [4]]);
+  });
+
+  it('fails every caller of a run that fails, and the next run goes on', async () => {
+    let fail = true;
+    const batched = new BatchedCall<number, number>(async (items) => {
+      if (fail) throw new Error('redis away');
+      return items;
+    });
+    const failed = await Promise.allSettled([batched.add(1), batched.add(2)]);
+    expect(failed.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    fail = false;
+    expect(await batched.add(3)).toBe(3);
   });
 });
