@@ -9,10 +9,11 @@ import { createPgPool, createRedis } from '@reach/store';
 import { compareReports, mergeBaseline, trustedSections } from './compare.js';
 import { ConsumerLag } from './consumer-lag.js';
 import { measureIdle, measureIdleAgents } from './idle.js';
+import { measureSingle } from './single.js';
 import { runMixBench } from './mix.js';
 import { PipelineRig } from './pipeline.js';
 import { RawLoop } from './raw.js';
-import { compareReport, fullReport, idleAgentsReport, idleReport, sweepReport, toJson, trackerReport } from './report.js';
+import { compareReport, fullReport, idleAgentsReport, idleReport, singleReport, sweepReport, toJson, trackerReport } from './report.js';
 import type { BenchReport } from './results.js';
 import { stackScope } from './proc-cpu.js';
 import { waitForStack } from './stack.js';
@@ -29,6 +30,7 @@ export const HELP = `pnpm bench [mode…] [options]   (loads the shared local st
 modes (several may be given; the idle ones run first):
   --idle [--idle-seconds 30]             the stack's CPU with no traffic
   --idle-agents N [--idle-seconds 30]    the CPU N connected idle agents add
+  --single N                             N messages one at a time on the idle stack: HTTP submit → DELIVERED
   --sweep 50,250,1000 [--duration 10]    one step per rate, max sustainable rate, knee ratio (--no-knee: skip its steps)
   --rate R [--duration 20]               one step (no knee); the default is --rate 1000
   --tracker [--tracker-messages 20000]   the tracker writer's own ceiling
@@ -76,6 +78,7 @@ const OPTIONS = {
   'idle-seconds': { type: 'string', default: '30' },
   'idle-agents': { type: 'string' },
   'agent-ttl': { type: 'string', default: '3600' },
+  single: { type: 'string' },
   tracker: { type: 'boolean', default: false },
   'tracker-messages': { type: 'string', default: '20000' },
   'tracker-spread': { type: 'string', default: '250' },
@@ -184,7 +187,7 @@ export async function benchCommand(argv: string[], env: NodeJS.ProcessEnv = proc
   const baselinePath = resolve(root, v.baseline ?? 'bench/baseline.json');
   const cores = availableParallelism();
   const wantsSweep = v.sweep !== undefined || v.rate !== undefined;
-  const anyMode = wantsSweep || v.idle || v['idle-agents'] !== undefined || v.tracker;
+  const anyMode = wantsSweep || v.idle || v['idle-agents'] !== undefined || v.single !== undefined || v.tracker;
   // No mode at all: one step at 1,000 msg/s, as `pnpm bench` always did (unless only comparing a saved run).
   const rate = v.rate ?? (anyMode || v.from ? undefined : '1000');
 
@@ -216,6 +219,13 @@ export async function benchCommand(argv: string[], env: NodeJS.ProcessEnv = proc
       report.idleAgents = await measureIdleAgents(endpoints, { ...settings, scope, progress });
       report.settings.idleAgents = settings;
       out(idleAgentsReport(report.idleAgents));
+    }
+    if (v.single !== undefined) {
+      const settings = { messages: num('single', v.single) };
+      progress(`single: ${settings.messages} messages one at a time`);
+      report.single = await measureSingle(endpoints, { ...settings, progress });
+      report.settings.single = settings;
+      out(singleReport(report.single));
     }
     if (v.sweep !== undefined || rate !== undefined) {
       const rates = v.sweep !== undefined ? parseRates(v.sweep) : [num('rate', rate)];

@@ -99,6 +99,10 @@ export function figures(r: BenchReport): Figure[] {
     out.push({ key: `${a.agents} idle agents: added % core dispatcher+registry`, value: a.addedDispatcherRegistry, better: 'lower', floor: FLOOR.pctCore });
     out.push({ key: `${a.agents} idle agents: added % core total`, value: a.addedTotal, better: 'lower', floor: FLOOR.pctCore });
   }
+  if (r.single) {
+    out.push({ key: 'one message at idle: DELIVERED p50 ms', value: r.single.delivered.p50, better: 'lower', floor: FLOOR.ms });
+    out.push({ key: 'one message at idle: DELIVERED p99 ms', value: r.single.delivered.p99, better: 'lower', floor: FLOOR.ms });
+  }
   if (r.tracker) {
     out.push({ key: 'tracker ceiling rows/s', value: r.tracker.rowsPerS, better: 'higher' });
     out.push({ key: 'tracker ceiling events/s', value: r.tracker.eventsPerS, better: 'higher' });
@@ -134,7 +138,7 @@ export function compareReports(baseline: BenchReport, today: BenchReport, tolera
 export function mergeBaseline(baseline: BenchReport | undefined, today: BenchReport): BenchReport {
   if (!baseline) return today;
   const merged: BenchReport = { ...baseline, at: today.at, host: today.host, settings: { ...baseline.settings, ...today.settings } };
-  for (const k of ['sweep', 'idle', 'idleAgents', 'tracker'] as const) if (today[k]) Object.assign(merged, { [k]: today[k] });
+  for (const k of ['sweep', 'idle', 'idleAgents', 'single', 'tracker'] as const) if (today[k]) Object.assign(merged, { [k]: today[k] });
   return merged;
 }
 

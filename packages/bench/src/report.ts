@@ -1,5 +1,6 @@
 import type { ComparedFigure } from './compare.js';
 import { byComponentOrder } from './proc-cpu.js';
+import type { SingleResult } from './single.js';
 import type { BenchReport, IdleAgentsResult, IdleResult, LatencySummary, StepResult, SweepResult, TrackerCeilingResult } from './results.js';
 import { fmt } from './stats.js';
 import { FLAT_LAG_S, nearestRate, P99_LIMIT_MS } from './verdict.js';
@@ -201,6 +202,17 @@ export function idleReport(r: IdleResult): string {
   );
 }
 
+export function singleReport(r: SingleResult): string {
+  const row = (what: string, l: LatencySummary) => ({ '': what, p50: fmt(l.p50, 0), p95: fmt(l.p95, 0), p99: fmt(l.p99, 0), max: fmt(l.max, 0) });
+  const hops = Object.entries(r.hopsP50).map(([hop, ms]) => ({ hop, 'p50 ms': fmt(ms, 0) }));
+  return (
+    `\nreach bench --single ${r.messages}: one message at a time on the idle stack (ms)${r.notDelivered > 0 ? `, ${r.notDelivered} not DELIVERED within 5 s` : ''}\n\n` +
+    table([row('HTTP submit → DELIVERED (read model)', r.delivered), row('POST, then read until DELIVERED (client)', r.roundTrip)]) +
+    '\n' +
+    table(hops)
+  );
+}
+
 export function idleAgentsReport(r: IdleAgentsResult): string {
   const components = [...new Set([...Object.keys(r.before), ...Object.keys(r.with)])].sort(byComponentOrder);
   const rows: Row[] = components.map((c) => ({
@@ -268,6 +280,7 @@ export function fullReport(r: BenchReport): string {
   return [
     r.idle ? idleReport(r.idle) : '',
     r.idleAgents ? idleAgentsReport(r.idleAgents) : '',
+    r.single ? singleReport(r.single) : '',
     r.sweep ? sweepReport(r.sweep, { cores: r.host.cores, ...(r.settings.sweep as unknown as Omit<SweepHeading, 'cores'>) }) : '',
     r.tracker ? trackerReport(r.tracker) : '',
   ].join('');

@@ -1,3 +1,4 @@
+import type { SingleResult } from './single.js';
 /**
  * The shapes of what a bench run measures: printed as tables (report.ts), written as JSON
  * (`--json`, `--save-baseline`) and read back to compare runs (compare.ts). Plain data only,
@@ -188,5 +189,6 @@ export interface BenchReport {
   sweep?: SweepResult;
   idle?: IdleResult;
   idleAgents?: IdleAgentsResult;
+  single?: SingleResult;
   tracker?: TrackerCeilingResult;
 }

@@ -1,4 +1,5 @@
-import type { RouteDecision, RouteHints, StickyStore } from '@reach/routing';
+import { GroupCommit } from '@reach/kafka';
+import type { RouteDecision, RouteHints } from '@reach/routing';
 
 /**
  * One routing decision per (message, attempt), even when the router decides twice. A router
@@ -20,15 +21,49 @@ import type { RouteDecision, RouteHints, StickyStore } from '@reach/routing';
 const KEEP_S = 120;
 /** Decisions kept in the process: about two minutes at 500 msg/s; the oldest go first. */
 const LOCAL_MAX = 60_000;
+/**
+ * Decisions are stored in one hash per minute of their pending records' timestamps (Kafka's,
+ * the same each time a record is consumed again), a field per (message, attempt): the
+ * decisions of one macrotask go in one HSET and one EXPIREAT per minute, not one SET with its
+ * TTL per message (issue 27: one Redis command and one awaited round trip per message). A hash
+ * lives until KEEP_S after its minute ends.
+ */
+const BUCKET_MS = 60_000;
 
-const keyOf = (messageId: string, attempt: number) => `reach:route:${messageId}:${attempt}`;
+export const memoKey = (recordTimestampMs: number) => `reach:route:${Math.floor(recordTimestampMs / BUCKET_MS)}`;
+export const memoField = (messageId: string, attempt: number) => `${messageId}:${attempt}`;
+const expiresAtS = (recordTimestampMs: number) => (Math.floor(recordTimestampMs / BUCKET_MS) + 1) * (BUCKET_MS / 1000) + KEEP_S;
+
+/** Where decisions are kept: hashes with an expiry. Throws when it cannot answer. */
+export interface MemoStore {
+  read(key: string, field: string): Promise<string | null>;
+  /** Sets the fields of each hash and its expiry (epoch s). */
+  write(hashes: ReadonlyArray<{ key: string; fields: Record<string, string>; expireAtS: number }>): Promise<void>;
+}
+
+interface Decided {
+  key: string;
+  field: string;
+  agent: string;
+  expireAtS: number;
+}
 
 export class DecisionMemo {
   /** key → agent, in insertion order (a Map iterates oldest first). */
   private readonly local = new Map<string, string>();
+  /** The decisions of one macrotask, written together. */
+  private readonly writes = new GroupCommit<Decided>(async (items) => {
+    const hashes = new Map<string, { key: string; fields: Record<string, string>; expireAtS: number }>();
+    for (const d of items) {
+      const h = hashes.get(d.key) ?? { key: d.key, fields: {}, expireAtS: d.expireAtS };
+      h.fields[d.field] = d.agent;
+      hashes.set(d.key, h);
+    }
+    await this.store.write([...hashes.values()]);
+  });
 
   constructor(
-    private readonly store: StickyStore,
+    private readonly store: MemoStore,
     private readonly localMax: number = LOCAL_MAX,
   ) {}
 
@@ -36,21 +71,24 @@ export class DecisionMemo {
    * The hints for this decision: the remembered agent as its decidedAgent, when there is one.
    * A `fresh` record (written after this router got its partition: no other router can have
    * decided it) is looked up in this process only — the Redis read, one round trip per message,
-   * is for records that may have been consumed before.
+   * is for records that may have been consumed before. `recordTimestampMs`: the pending
+   * record's Kafka timestamp.
    */
-  async hintsFor(messageId: string, hints: RouteHints, fresh = false): Promise<{ hints: RouteHints; remembered: string | null }> {
-    const key = keyOf(messageId, hints.attempt);
-    const remembered = this.local.get(key) ?? (fresh ? null : await this.store.get(key).catch(() => null));
+  async hintsFor(messageId: string, hints: RouteHints, fresh: boolean, recordTimestampMs: number): Promise<{ hints: RouteHints; remembered: string | null }> {
+    const field = memoField(messageId, hints.attempt);
+    const remembered = this.local.get(field) ?? (fresh ? null : await this.store.read(memoKey(recordTimestampMs), field).catch(() => null));
     return { hints: remembered ? { ...hints, decidedAgent: remembered } : hints, remembered };
   }
 
   /** Remembers a first decision (before its routed record is produced). */
-  async remember(messageId: string, attempt: number, decision: RouteDecision, remembered: string | null): Promise<void> {
+  async remember(messageId: string, attempt: number, decision: RouteDecision, remembered: string | null, recordTimestampMs: number): Promise<void> {
     if (decision.kind !== 'routed') return;
-    const key = keyOf(messageId, attempt);
-    this.keepLocally(key, decision.agentId);
+    const field = memoField(messageId, attempt);
+    this.keepLocally(field, decision.agentId);
     if (decision.agentId === remembered) return;
-    await this.store.set(key, decision.agentId, KEEP_S).catch(() => undefined);
+    await this.writes
+      .add([{ key: memoKey(recordTimestampMs), field, agent: decision.agentId, expireAtS: expiresAtS(recordTimestampMs) }])
+      .catch(() => undefined);
   }
 
   private keepLocally(key: string, agent: string): void {

@@ -176,7 +176,7 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
   const serializer = new KeyedSerializer();
   const memoStore = new RedisStickyStore(config.redisUrl, ctx.log, MEMO_WAITS);
   ctx.onShutdown(() => memoStore.close());
-  const memo = new DecisionMemo(memoStore);
+  const memo = new DecisionMemo(memoStore.memo());
   const handle = async (record: InRecord, { span, fresh }: StageHandlerContext) => {
     const received = await codec.decode<Envelope>(PENDING_SUBJECT, record.value);
     const started = performance.now();
@@ -185,9 +185,9 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
     const rule = rules.current.match(ruleFactsOf(received, views.index.agent(received.producer)));
     const envelope = withRuleAction(received, rule);
     // A record consumed again (offsets not committed before a crash) goes where it went before.
-    const { hints, remembered } = await memo.hintsFor(envelope.message_id, readHints(record.headers, envelope), fresh);
+    const { hints, remembered } = await memo.hintsFor(envelope.message_id, readHints(record.headers, envelope), fresh, Number(record.timestamp));
     const { decision, probes } = await routeWithCircuits(envelope, hints, deps, circuits, now, policyOf(rule));
-    await memo.remember(envelope.message_id, hints.attempt, decision, remembered);
+    await memo.remember(envelope.message_id, hints.attempt, decision, remembered, Number(record.timestamp));
     if (decision.kind === 'routed') backlog.routed(decision.agentId);
     const records = decisionRecords(out, { envelope, hints, record, rule: matchedRule(rule) }, decision, now);
     if (rule) metrics.ruleMatches.inc();

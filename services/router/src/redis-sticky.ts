@@ -1,6 +1,7 @@
 import type { Logger } from '@reach/core';
 import type { StickyStore } from '@reach/routing';
 import { createRedis, type Redis } from '@reach/store';
+import type { MemoStore } from './decision-memo.js';
 
 /** A sticky-store call slower than this counts as "Redis is down" for this message. */
 const STICKY_TIMEOUT_MS = 100;
@@ -76,6 +77,20 @@ export class RedisStickyStore implements StickyStore {
 
   async set(key: string, agentId: string, ttlS: number): Promise<void> {
     await this.bounded(() => this.redis.set(key, agentId, 'EX', ttlS));
+  }
+
+  /** The decision memo's reads and writes (decision-memo.ts), on this client. */
+  memo(): MemoStore {
+    return {
+      read: (key, field) => this.bounded(() => this.redis.hget(key, field)),
+      write: async (hashes) => {
+        const pipe = this.redis.pipeline();
+        for (const h of hashes) pipe.hset(h.key, h.fields).expireat(h.key, h.expireAtS);
+        const replies = await this.bounded(() => pipe.exec());
+        const failed = replies?.find(([err]) => err)?.[0];
+        if (failed) throw failed;
+      },
+    };
   }
 
   get ready(): boolean {

@@ -1,9 +1,10 @@
 import { IDLE_FETCH_WAIT_MS, TOPICS } from '@reach/kafka';
-import { runService, scheduleRetention, type ServiceContext } from '@reach/service-kit';
+import { PeriodicJob, runService, scheduleRetention, type ServiceContext } from '@reach/service-kit';
 import { ensurePartitions, retentionCheckMs } from '@reach/store';
 import { TrackerMetrics } from './metrics.js';
 import { StatusFolder } from './status-folder.js';
 import { readModelUpkeep } from './retention.js';
+import { VACUUM_CHECK_MS, vacuumReadModel } from './vacuum.js';
 import { ReadModelWriter } from './writer.js';
 
 // tracker: the message read model: reach.status-batches.v1 (what the stages produce) and
@@ -38,6 +39,18 @@ async function start(ctx: ServiceContext<Key>): Promise<void> {
   const { partitionInterval: intervalS, retentionMessages: retentionS } = ctx.config;
   await ensurePartitions(ctx.pg, { intervalS }); // before the first write, so nothing lands in DEFAULT
   scheduleRetention(ctx, retentionCheckMs(Math.min(intervalS, retentionS)), () => readModelUpkeep(ctx.pg, { intervalS, retentionS }));
+  // Dead row versions reclaimed when the server's autovacuum is off (vacuum.ts).
+  const vacuum = new PeriodicJob(
+    'vacuum',
+    VACUUM_CHECK_MS,
+    async () => {
+      const vacuumed = await vacuumReadModel(ctx.pg);
+      if (vacuumed.length > 0) ctx.log.info({ partitions: vacuumed }, 'autovacuum is off: read-model partitions vacuumed');
+    },
+    ctx.log,
+  );
+  vacuum.start();
+  ctx.onShutdown(() => vacuum.stop());
 
   await ctx.batchStage({
     topics: [TOPICS.statusBatches.name, TOPICS.status.name],
