@@ -101,3 +101,33 @@ describe('bench --compare', () => {
     expect(trusted.sweep).toBeDefined();
   });
 });
+
+describe('--single in the comparison', () => {
+  const single = (p50: number, p99: number) => ({
+    messages: 100,
+    delivered: { count: 100, p50, p95: p99, p99, max: p99 },
+    roundTrip: { count: 100, p50: 40, p95: 60, p99: 80, max: 90 },
+    hopsP50: { 'PENDING → ROUTED': 3 },
+    notDelivered: 0,
+  });
+  const report = (p50: number, p99: number): BenchReport => ({
+    kind: 'reach-bench',
+    version: 1,
+    at: '2026-12-07T19:00:00Z',
+    host: { cores: 2, node: 'v24' },
+    settings: { single: { messages: 100 } },
+    single: single(p50, p99),
+  });
+
+  it('compares one message at idle, p50 and p99, lower is better', () => {
+    const compared = compareReports(report(14, 37), report(7, 15));
+    expect(compared.map((c) => [c.key, c.change])).toEqual([
+      ['one message at idle: DELIVERED p50 ms', 'better'],
+      ['one message at idle: DELIVERED p99 ms', 'better'],
+    ]);
+  });
+
+  it('is saved into the baseline like the other sections', () => {
+    expect(mergeBaseline(report(14, 37), report(7, 15)).single?.delivered.p50).toBe(7);
+  });
+});
