@@ -69,16 +69,20 @@ const messageIdOf = (f: object) => ((f as { message?: unknown }).message as { me
 describe('dispatcher: DELIVERING is written by the sender, at the send time', () => {
   it('a stored delivery is replayed at once; unanswered, its DELIVERING comes alone after 250 ms, once', async () => {
     const { id, token, messageId, appendedAt } = await storedWhileAway('stored_replay');
-    const { agent } = await TestAgent.connect(id, { token });
+    // The replay can only be sent once the agent connects. Read after connect() resolved, the
+    // clock was already past the send: the dispatcher writes the replay right behind its welcome
+    // frame (CI, 7 December: DELIVERING stamped 8 ms before a `sentAfter` read after connect).
     const sentAfter = Date.now();
+    const { agent } = await TestAgent.connect(id, { token });
     const deliver = await agent.next((f) => f.type === 'deliver' && messageIdOf(f) === messageId, 20_000);
     const receivedAt = Date.now();
     expect(receivedAt - appendedAt).toBeLessThan(20_000);
     await eventSeen(messageId, 'DELIVERING', 'its DELIVERING');
     const [delivering] = eventsOf(messageId, 'DELIVERING');
     expect(JSON.parse(delivering!.detail_json ?? '{}')).toMatchObject({ seq: deliver.seq });
-    // Stamped with the send, not with when it was written.
+    // Stamped with the send (after the connect began), not with when it was written (before).
     expect(Number(delivering!.at)).toBeGreaterThanOrEqual(sentAfter - 5);
+    expect(Number(delivering!.at)).toBeGreaterThan(appendedAt);
     expect(Number(delivering!.at)).toBeLessThanOrEqual(receivedAt + 5);
     // The ack then makes it DELIVERED, with no second DELIVERING.
     agent.send({ type: 'ack', seq: deliver.seq, message_id: messageId });
