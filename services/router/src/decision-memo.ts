@@ -1,4 +1,4 @@
-import { GroupCommit } from '@reach/kafka';
+import { BatchedCall } from '@reach/kafka';
 import type { RouteDecision, RouteHints } from '@reach/routing';
 
 /**
@@ -52,7 +52,7 @@ export class DecisionMemo {
   /** key → agent, in insertion order (a Map iterates oldest first). */
   private readonly local = new Map<string, string>();
   /** The decisions of one macrotask, written together. */
-  private readonly writes = new GroupCommit<Decided>(async (items) => {
+  private readonly writes = new BatchedCall<Decided, void>(async (items) => {
     const hashes = new Map<string, { key: string; fields: Record<string, string>; expireAtS: number }>();
     for (const d of items) {
       const h = hashes.get(d.key) ?? { key: d.key, fields: {}, expireAtS: d.expireAtS };
@@ -60,6 +60,7 @@ export class DecisionMemo {
       hashes.set(d.key, h);
     }
     await this.store.write([...hashes.values()]);
+    return items.map(() => undefined);
   });
 
   constructor(
@@ -86,9 +87,7 @@ export class DecisionMemo {
     const field = memoField(messageId, attempt);
     this.keepLocally(field, decision.agentId);
     if (decision.agentId === remembered) return;
-    await this.writes
-      .add([{ key: memoKey(recordTimestampMs), field, agent: decision.agentId, expireAtS: expiresAtS(recordTimestampMs) }])
-      .catch(() => undefined);
+    await this.writes.add({ key: memoKey(recordTimestampMs), field, agent: decision.agentId, expireAtS: expiresAtS(recordTimestampMs) }).catch(() => undefined);
   }
 
   private keepLocally(key: string, agent: string): void {

@@ -68,6 +68,27 @@ describe('BatchedCall', () => {
     expect(runs).toEqual([[1, 2, 3], [4]]);
   });
 
+  it('starts the next run while the last is still answering (runs do not wait for each other)', async () => {
+    const finish: Array<() => void> = [];
+    const runs: number[][] = [];
+    const batched = new BatchedCall<number, number>(
+      (items) =>
+        new Promise((resolve) => {
+          runs.push(items);
+          finish.push(() => resolve(items));
+        }),
+    );
+    const first = batched.add(1);
+    await tick();
+    const second = batched.add(2);
+    await tick();
+    expect(runs).toEqual([[1], [2]]);
+    finish[1]!();
+    expect(await second).toBe(2);
+    finish[0]!();
+    expect(await first).toBe(1);
+  });
+
   it('fails every caller of a run that fails, and the next run goes on', async () => {
     let fail = true;
     const batched = new BatchedCall<number, number>(async (items) => {
