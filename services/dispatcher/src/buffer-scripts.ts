@@ -49,6 +49,12 @@ local function iso(ms)
   return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d, math.floor(rem / 3600), math.floor((rem % 3600) / 60), rem % 60, ms - s * 1000)
 end
 
+-- A head's ctx_ttl_s (entry.ts entryHead: a top-level integer written before \`message\`, so the
+-- first match is it), read without decoding the whole head; 0 when absent.
+local function ctxTtl(head)
+  return tonumber(string.match(head, '"ctx_ttl_s":(%d+)')) or 0
+end
+
 local function flow()
   return {
     limit = tonumber(ARGV[1]),
@@ -207,8 +213,9 @@ end
  * One call per agent and fetch, not per delivery: what every delivery of the call shares is read
  * and written once — the ended check (ZMSCORE), the repeat markers (MGET), the slot count and
  * the lanes (ZCARD, EXISTS), one ZADD into the buffer and one into the deadlines, the TTLs. A
- * delivery that goes out at once costs INCR and its marker's SET on top (issue 27: 10 commands
- * and a script call per delivery before, 22 Redis commands per message in all).
+ * delivery that goes out at once costs its marker's SET on top; its seq is counted in the script
+ * and stored once per call (issue 27: 10 commands and a script call per delivery before, 22
+ * Redis commands per message in all).
  *
  * Each delivery (agent, message id, attempt) is appended once. The consumer is at-least-once:
  * a batch whose offsets were not committed yet — its outputs failed and kafkajs retries it, a
@@ -244,10 +251,19 @@ local inflight, lanesBusy = nil, nil
 local bufAdds, dlAdds = {}, {}
 local seqUsed, orderUsed = false, false
 local setHere = {}
+-- The seqs given here are counted locally from one GET and written back with one SET (and its
+-- TTL), not an INCR each: before fill(), which counts on from the stored value, and at the end.
+local lastSeq = nil
+local function nextSeq()
+  if lastSeq == nil then lastSeq = tonumber(redis.call('GET', KEYS[1]) or '0') end
+  lastSeq = lastSeq + 1
+  return lastSeq
+end
 -- Appends are gathered into one ZADD each; written before anything reads the buffer again.
 local function flush()
   if #bufAdds > 0 then redis.call('ZADD', KEYS[2], unpack(bufAdds)) bufAdds = {} end
   if #dlAdds > 0 then redis.call('ZADD', KEYS[3], unpack(dlAdds)) dlAdds = {} end
+  if lastSeq ~= nil then redis.call('SET', KEYS[1], lastSeq, 'EX', f.seqTtl) lastSeq = nil end
 end
 for i = 1, n do
   local b = 9 + (i - 1) * ${APPEND_FIELDS}
@@ -270,7 +286,7 @@ for i = 1, n do
     if inflight == nil then inflight = redis.call('ZCARD', KEYS[2]) + #bufAdds / 2 end
     if lanesBusy == nil then lanesBusy = redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) > 0 end
     if (f.limit <= 0 or inflight < f.limit) and not lanesBusy then
-      local seq = redis.call('INCR', KEYS[1])
+      local seq = nextSeq()
       seqUsed = true
       bufAdds[#bufAdds + 1] = seq
       bufAdds[#bufAdds + 1] = ARGV[b + 1] .. '\\n{"type":"deliver","seq":' .. seq .. ',"attempt":' .. ARGV[b + 2] .. ',"deadline":' .. ARGV[b + 3] .. ARGV[b + 4]
@@ -299,10 +315,7 @@ for i = 1, n do
   end
 end
 flush()
-if seqUsed then
-  redis.call('EXPIRE', KEYS[1], f.seqTtl)
-  redis.call('EXPIRE', KEYS[2], f.bufTtl)
-end
+if seqUsed then redis.call('EXPIRE', KEYS[2], f.bufTtl) end
 if orderUsed then redis.call('EXPIRE', KEYS[9], f.seqTtl) end
 return out`;
 
@@ -348,8 +361,7 @@ local nl = string.find(e, '\\n', 1, true)
 local head = string.sub(e, 1, nl - 1)
 local kept = false
 if ARGV[11] == '1' then
-  local ok, h = pcall(cjson.decode, head)
-  local ttl = ok and tonumber(h['ctx_ttl_s']) or 0
+  local ttl = ctxTtl(head)
   if ttl and ttl > 0 then
     redis.call('SET', KEYS[9], head, 'EX', math.floor(ttl))
     kept = true
@@ -387,24 +399,45 @@ local ids = {}
 for i = 1, n do ids[i] = ARGV[10 + (i - 1) * ${ACK_FIELDS} + 3] end
 local ended = redis.call('ZMSCORE', KEYS[11], unpack(ids))
 local out = {}
-local deadlines, journal, byTime = {}, {}, {}
+local deadlines, journal, byTime, taken = {}, {}, {}, {}
 local freed = false
+-- The acked entries: with seqs close together (acks come back roughly in order) one range read
+-- finds them all; else one read per seq. Each is removed at most once (a repeat in the call
+-- finds nothing), all with one ZREM before fill().
+local lo, hi = math.huge, -math.huge
+for i = 1, n do
+  local s = tonumber(ARGV[10 + (i - 1) * ${ACK_FIELDS} + 1])
+  if s < lo then lo = s end
+  if s > hi then hi = s end
+end
+local bySeq = nil
+if n > 1 and hi - lo < 4 * n then
+  bySeq = {}
+  local r = redis.call('ZRANGEBYSCORE', KEYS[2], lo, hi, 'WITHSCORES')
+  for j = 1, #r, 2 do bySeq[tonumber(r[j + 1])] = r[j] end
+end
+local function entryAt(seq)
+  if taken[seq] then return nil end
+  if bySeq then return bySeq[tonumber(seq)] end
+  return redis.call('ZRANGEBYSCORE', KEYS[2], seq, seq)[1]
+end
+local removed = {}
 for i = 1, n do
   local b = 10 + (i - 1) * ${ACK_FIELDS}
   local seq, res = ARGV[b + 1], KEYS[11 + i]
-  local m = redis.call('ZRANGEBYSCORE', KEYS[2], seq, seq)
-  if #m == 0 then
+  local e = entryAt(seq)
+  if e == nil then
     if redis.call('EXISTS', res) == 1 then
       out[i] = {4, ''}
     else
       redis.call('SET', res, ARGV[9], 'EX', ARGV[10])
       out[i] = {0, ''}
     end
-  elseif string.sub(m[1], 1, #ARGV[b + 2]) ~= ARGV[b + 2] then
+  elseif string.sub(e, 1, #ARGV[b + 2]) ~= ARGV[b + 2] then
     out[i] = {2, ''}
   else
-    local e = m[1]
-    redis.call('ZREM', KEYS[2], e)
+    taken[seq] = true
+    removed[#removed + 1] = e
     freed = true
     deadlines[#deadlines + 1] = f.agent .. '|' .. seq
     if ended[i] then
@@ -412,8 +445,7 @@ for i = 1, n do
       out[i] = {3, ''}
     else
       local head = string.sub(e, 1, string.find(e, '\\n', 1, true) - 1)
-      local ok, h = pcall(cjson.decode, head)
-      local ttl = ok and tonumber(h['ctx_ttl_s']) or 0
+      local ttl = ctxTtl(head)
       if ttl and ttl > 0 then
         redis.call('SET', res, head, 'EX', math.floor(ttl))
       else
@@ -427,6 +459,7 @@ for i = 1, n do
     end
   end
 end
+if #removed > 0 then redis.call('ZREM', KEYS[2], unpack(removed)) end
 if #deadlines > 0 then redis.call('ZREM', KEYS[3], unpack(deadlines)) end
 if #journal > 0 then
   redis.call('HSET', KEYS[9], unpack(journal))

@@ -10,7 +10,7 @@ import { LANES, type LaneIndex, type PerLane } from './lanes.js';
  * Per-agent sequence numbers and replay buffers in Redis (R-C6), shared by every
  * dispatcher instance:
  *
- * - `reach:seq:{agent}`  the agent's last assigned seq (INCR). Kept long after the buffer
+ * - `reach:seq:{agent}`  the agent's last assigned seq (INCR, or one SET per append call). Kept long after the buffer
  *   expires: a reset counter would hand out seqs an agent already saw, and its `last_seq`
  *   would then hide new deliveries.
  * - `reach:buf:{agent}`  sorted set, score = seq, member = the buffer entry (see entry.ts);

@@ -345,6 +345,47 @@ describe('takeAck: the acks of one macrotask taken together (issue 27)', () => {
   });
 });
 
+describe('the seq counter and acks far apart (issue 27: fewer Redis commands per message)', () => {
+  it('stores the seq counter once per call, reads acks whose seqs lie far apart one by one, takes each once, and goes on counting from the last seq', async () => {
+    const a = agentId('it.acks.sparse');
+    const buffer = new ReplayBuffer(redis, 1800, { limitOf: () => 0, weights: [60, 30, 10] });
+    const now = Date.now();
+    const items = Array.from({ length: 16 }, (_, i) => i);
+    try {
+      const first = await buffer.appendMany(
+        items.map((i) => item(a, i, 1, now)),
+        now,
+      );
+      const seq = (i: number) => (first.results[i] as { seq: number }).seq;
+      expect(items.map(seq)).toEqual(items.map((i) => seq(0) + i));
+      expect(Number(await redis.get(keys.seq(a)))).toBe(seq(15));
+      expect(await redis.ttl(keys.seq(a))).toBeGreaterThan(0);
+      // three acks whose seqs span 15 (more than four per ack): each is read by its own seq
+      const at = now + 5;
+      const [low, high, again] = await Promise.all([
+        buffer.takeAck(a, seq(0), midOf(0), at),
+        buffer.takeAck(a, seq(15), midOf(15), at),
+        buffer.takeAck(a, seq(15), midOf(15), at),
+      ]);
+      expect(low).toMatchObject({ kind: 'taken' });
+      expect(JSON.parse((high as { head: string }).head)).toMatchObject({ mid: midOf(15) });
+      expect(again).toEqual({ kind: 'answered' });
+      expect(await buffer.flowState(a)).toEqual({ inFlight: 14, waiting: [0, 0, 0] });
+      expect(await redis.zscore(keys.deadlines, `${a}|${seq(15)}`)).toBeNull();
+      expect(await redis.zscore(keys.deadlines, `${a}|${seq(14)}`)).not.toBeNull();
+      const stored = await buffer.readAfter(a, 0, 20);
+      expect(stored.entries.map((e) => itemOf(e.entry))).toEqual(items.slice(1, 15));
+      // the next call counts on from the stored seq
+      const next = await buffer.appendMany([item(a, 16, 1, now)], now);
+      expect(next.results[0]).toMatchObject({ kind: 'inflight', seq: seq(15) + 1 });
+      await buffer.settleAck(midOf(0));
+      await buffer.settleAck(midOf(15));
+    } finally {
+      await forget(a, 17);
+    }
+  });
+});
+
 describe('priority lanes: the running dispatcher', () => {
   it('releases a HIGH/NORMAL/LOW backlog in weighted order: HIGH dominates, LOW progresses at its share, FIFO per lane', async () => {
     const id = agentId('it.lanes');
