@@ -85,7 +85,7 @@ export class AgentNode implements AgentApi {
       maxConcurrency,
       log: this.log,
       state,
-      load: () => this.runner.load(),
+      load: () => this.load(), // node.load(), looked up each time: a heartbeat reports what it says
       running: () => this.runner.running,
       onRegistered: (reg, previous) => {
         if (previous && reg.agent_id !== previous.agent_id) this.connection.restartStream();
