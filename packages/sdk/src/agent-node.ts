@@ -19,19 +19,21 @@ import type { LoadReport, SendFields } from './types.js';
 
 /*
  * AgentNode is a facade: the public API, the lifecycle (start, stop, signals) and the events.
- * Its parts talk through the callbacks wired in the constructor:
+ * Its parts (agent-lease.ts, agent-connection.ts, agent-sender.ts, delivery-runner.ts) talk
+ * through the callbacks wired in the constructor:
  *
- *        registry                                     dispatcher
- *           ▲                                             ▲
- *     AgentLease ── reconnect, refresh_token ──▶ DispatcherConnection ◀── send frames ── AgentSender
- *   (agent-lease.ts)  ◀── register() on 4003 ──   (agent-connection.ts)    (agent-sender.ts) send,
- *   register, beats,                               socket, reconnect,      request, pre-flight,
- *   EarlyBeat, token                               outbox, unsure           receipts, replies
- *   refresh, deregister                            answers, seq, sends          ▲        │
- *           ▲ load()                                 │ deliver       ▲          │ settle │ wait
- *           │                                        ▼               │ acks     │        ▼
- *     DeliveryRunner ◀── accept ── node.onDeliver ───┘   node.sendFrame       PendingRequests
- *   (handlers, dedupe) ─────────────────────────────────────────┘
+ *                     reconnect, refresh_token
+ *   ┌────────────┐ ──────────────────────────────▶ ┌──────────────────────┐    frames
+ *   │ AgentLease │                                 │ DispatcherConnection │ ◀──────────▶ dispatcher
+ *   └────────────┘ ◀────────────────────────────── └──────────────────────┘
+ *     │      ▲      register() after a refusal        │ deliver    ▲ answers    ▲ send frames
+ *     ▼      │ load()                                 ▼            │            │
+ *   registry │                                 node.onDeliver  node.sendFrame   │
+ *   ┌────────┴───────┐   accept (the others)      │     │          ▲       ┌────┴────────┐
+ *   │ DeliveryRunner │ ◀──────────────────────────┘     │          │       │ AgentSender │ ◀── send(), request()
+ *   │                │ ── ack, reject, result ──────────┼──────────┘       │             │
+ *   └────────────────┘                                  └── settle ──────▶ │             │ ──▶ PendingRequests
+ *                                                     (receipts, replies)  └─────────────┘
  *
  * The connection keeps the RoutesView current (routes frames); the sender reads it.
  */

@@ -14,19 +14,21 @@ ack / reject / result, progress), and sends, publishes and requests over the sam
     asyncio.run(node.run())  # register, heartbeat, connect; SIGTERM / Ctrl-C drains and deregisters
 
 The node is a facade: the public API, the lifecycle (start, stop, signals) and the events. Its
-parts talk through the callbacks wired in ``__init__``::
+parts (lease.py, connection.py, sender.py, delivery_runner.py) talk through the callbacks wired
+in ``__init__``::
 
-          registry                                   dispatcher
-             ^                                           ^
-      AgentLease  -- reconnect, refresh_token -->  DispatcherConnection  <-- send frames --  AgentSender
-      (lease.py)  <-- register() on 4003 ------    (connection.py)                          (sender.py) send,
-      register, heartbeats,                        socket, reconnect,                       request, pre-flight,
-      EarlyBeat, token renewal,                    outbox, unsure answers,                  receipts, replies
-      deregister                                   last_seq, sends                            ^         |
-             ^ load()                                 | deliver         ^                     | settle  | wait
-             |                                        v                 | answers             |         v
-      DeliveryRunner  <-- accept -- node._on_deliver -+      node._send_frame             PendingRequests
-      (handlers, dedupe) --------------------------------------------+
+                        reconnect, refresh_token
+      ┌────────────┐ ──────────────────────────────▶ ┌──────────────────────┐    frames
+      │ AgentLease │                                 │ DispatcherConnection │ ◀──────────▶ dispatcher
+      └────────────┘ ◀────────────────────────────── └──────────────────────┘
+        │      ▲      register() after a refusal        │ deliver    ▲ answers    ▲ send frames
+        ▼      │ load()                                 ▼            │            │
+      registry │                                node._on_deliver node._send_frame │
+      ┌────────┴───────┐   accept (the others)      │     │          ▲       ┌────┴────────┐
+      │ DeliveryRunner │ ◀──────────────────────────┘     │          │       │ AgentSender │ ◀── send(), request()
+      │                │ ── ack, reject, result ──────────┼──────────┘       │             │
+      └────────────────┘                                  └── settle ──────▶ │             │ ──▶ PendingRequests
+                                                        (receipts, replies)  └─────────────┘
 
 The connection keeps the RoutesView current (routes frames); the sender reads it.
 """
