@@ -454,10 +454,15 @@ export const OPTIONS = {
     'Per message_type end-to-end budgets in ms, JSON; other types use REACH_BUDGET_MS (R-D2).',
     parseBudgetPolicyJson,
   ),
-  deadlineSweepMs: int('REACH_DEADLINE_SWEEP_MS', 100, 'How often each dispatcher looks for deliveries past their ack deadline (3002).', {
-    min: 10,
-    max: 10000,
-  }),
+  deadlineSweepMs: int(
+    'REACH_DEADLINE_SWEEP_MS',
+    100,
+    'How soon after one another each dispatcher may look for deliveries past their ack deadline (3002): sweeps run when the next deadline is due, at least this far apart, and at most 1 s apart when nothing is due.',
+    {
+      min: 10,
+      max: 10000,
+    },
+  ),
   stuckSweepMs: int('REACH_STUCK_SWEEP_MS', 5000, 'How often the retry-scheduler declares DEAD (3005) messages stuck past their budget.', {
     min: 100,
     max: 600000,

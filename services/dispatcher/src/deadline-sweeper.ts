@@ -1,7 +1,7 @@
-import { PeriodicJob } from '@reach/service-kit';
+import { DueDrivenJob, type WakeAlarm } from '@reach/service-kit';
 import type { Logger } from '@reach/core';
 import { produceAll, type OutRecord, type Producer } from '@reach/kafka';
-import type { DeadlineClaims } from './deadlines.js';
+import type { Claimed, DeadlineClaims } from './deadlines.js';
 import { envelopeOfEntry, headOf, parseHead, parseWaitingEntry } from './entry.js';
 import type { Failures } from './failures.js';
 import { LANES } from './lanes.js';
@@ -34,21 +34,36 @@ export interface DeadlineSweeperDeps {
   producer: Producer;
   metrics: DispatcherMetrics;
   log: Logger;
+  /** The sweep's granularity: rounds are at least this far apart. */
   intervalMs: number;
+  /** Rounds are at most this far apart, whatever the next due time (IDLE_SWEEP_GAP_MS). */
+  maxGapMs?: number;
+  /** Rung by the replay buffer with each deadline it writes that may come before the next round. */
+  alarm: WakeAlarm;
   /** Deadlines claimed per round. */
   batch?: number;
 }
+
+/**
+ * How long a sweeper sleeps when nothing it knows of is due. Each round reads the next deadline
+ * (this instance's and every other's) and the buffer wakes it for the deadlines it writes, so
+ * this only bounds how late a deadline written by another instance after this round is seen —
+ * which matters only when that instance dies before sweeping it itself.
+ */
+export const IDLE_SWEEP_GAP_MS = 1_000;
 
 /** How long the ack deadlines that came due while Redis was away wait for the answers still on their way. */
 export const REJOIN_MS = 3_000;
 
 export class DeadlineSweeper {
-  private readonly job: PeriodicJob;
+  private readonly job: DueDrivenJob;
   /** When the first failing sweep of an outage ran (undefined: the last sweep worked). */
   private awaySince: number | undefined;
 
   constructor(private readonly d: DeadlineSweeperDeps) {
-    this.job = new PeriodicJob('deadline sweep', d.intervalMs, () => this.sweep(), d.log);
+    const gaps = { minGapMs: d.intervalMs, maxGapMs: Math.max(d.intervalMs, d.maxGapMs ?? IDLE_SWEEP_GAP_MS) };
+    this.job = new DueDrivenJob('deadline sweep', gaps, async () => (await this.round()).next, d.log);
+    d.alarm.answer((at) => this.job.wakeAt(at));
   }
 
   start(): void {
@@ -59,20 +74,26 @@ export class DeadlineSweeper {
     return this.job.stop();
   }
 
-  /** One round: claims what is due (in batches) and settles it. */
+  /** One round: claims what is due (in batches) and settles it. Resolves to how many it settled. */
   async sweep(now: number = Date.now()): Promise<number> {
+    return (await this.round(now)).count;
+  }
+
+  /** One round, and the earliest deadline left after it (epoch ms; undefined: none). */
+  private async round(now: number = Date.now()): Promise<{ count: number; next: number | undefined }> {
     if (this.awaySince !== undefined) await this.afterOutage(now);
     const [acks, waits] = await Promise.all([
       this.sweepOf(this.d.claims, (m) => this.expire(m, now), now),
       this.sweepOf(this.d.waitClaims, (m) => this.expireWaiting(m, now), now),
     ]);
-    return acks + waits;
+    const next = Math.min(acks.next ?? Infinity, waits.next ?? Infinity);
+    return { count: acks.count + waits.count, next: Number.isFinite(next) ? next : undefined };
   }
 
   /** Claims what is due; a claim that fails means Redis is away (not a failed produce while settling). */
-  private async claim(claims: DeadlineClaims, now: number, limit: number): Promise<string[]> {
+  private async claim(claims: DeadlineClaims, now: number, limit: number): Promise<Claimed> {
     try {
-      return await claims.claim(now, limit);
+      return await claims.claimDue(now, limit);
     } catch (err) {
       this.awaySince ??= now;
       throw err;
@@ -96,15 +117,14 @@ export class DeadlineSweeper {
     this.awaySince = undefined;
   }
 
-  private async sweepOf(claims: DeadlineClaims, settle: (member: string) => Promise<void>, now: number): Promise<number> {
+  private async sweepOf(claims: DeadlineClaims, settle: (member: string) => Promise<void>, now: number): Promise<{ count: number; next: number | undefined }> {
     const limit = this.d.batch ?? 200;
-    let total = 0;
+    let count = 0;
     for (;;) {
-      const members = await this.claim(claims, now, limit);
-      if (members.length === 0) return total;
-      total += members.length;
+      const { members, next } = await this.claim(claims, now, limit);
+      count += members.length;
       await Promise.all(members.map(settle));
-      if (members.length < limit) return total;
+      if (members.length < limit) return { count, next };
     }
   }
 

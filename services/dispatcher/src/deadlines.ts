@@ -13,10 +13,17 @@ import { keys } from './replay-buffer.js';
 const CLAIM = `
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for _, m in ipairs(due) do redis.call('ZADD', KEYS[1], 'XX', ARGV[3], m) end
-return due`;
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {due, first[2] or false}`;
 
 interface ClaimCommand {
-  reachClaimDeadlines(key: string, now: number, limit: number, leaseUntil: number): Promise<string[]>;
+  reachClaimDeadlines(key: string, now: number, limit: number, leaseUntil: number): Promise<[string[], string | null]>;
+}
+
+/** What one claim got, and when the next member is due (epoch ms; undefined: none left, leases included). */
+export interface Claimed {
+  members: string[];
+  next: number | undefined;
 }
 
 export class DeadlineClaims {
@@ -34,8 +41,14 @@ export class DeadlineClaims {
 
   /** Members whose deadline is at or before `now`, now leased to this caller. */
   async claim(now: number, limit: number): Promise<string[]> {
+    return (await this.claimDue(now, limit)).members;
+  }
+
+  /** As `claim`, with the earliest score left after it (the next deadline, or the first lease to run out). */
+  async claimDue(now: number, limit: number): Promise<Claimed> {
     try {
-      return await this.scripts.reachClaimDeadlines(this.key, now, limit, now + this.leaseMs);
+      const [members, next] = await this.scripts.reachClaimDeadlines(this.key, now, limit, now + this.leaseMs);
+      return { members, next: next === null ? undefined : Number(next) };
     } catch (err) {
       throw new ReachError('DEPENDENCY_UNAVAILABLE', `redis claim deadlines failed: ${(err as Error).message}`, { cause: err });
     }

@@ -2,7 +2,7 @@ import { newId, ReachError, signToken, type Logger, type TokenSecret } from '@re
 import { isNewerRecord } from '@reach/agents';
 import type { AgentRecord } from '@reach/envelope';
 import { TOPICS, startTableView, valueSubject, type TableView } from '@reach/kafka';
-import { requireTokenKeys, startRegistryViews, type ServiceContext } from '@reach/service-kit';
+import { requireTokenKeys, startRegistryViews, WakeAlarm, type ServiceContext } from '@reach/service-kit';
 import { AgentChannels } from './agent-channels.js';
 import { Announcer } from './announcer.js';
 import { registerFlowApi } from './flow-api.js';
@@ -107,10 +107,17 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
   ctx.addReadinessCheck('agents-view', () => agents.caughtUp);
   // The cap is read from the view at every decision: a re-registration applies to the next
   // promotion. An agent the view does not know (deregistered, or not seen yet) is not capped.
-  const buffer = new ReplayBuffer(redis, config.replayTtlS, {
-    limitOf: (agent) => agents.get(agent)?.metadata.max_concurrency ?? 0,
-    weights: config.priorityWeights,
-  });
+  // Rung with every deadline the buffer writes; the deadline sweeper (built later) answers it.
+  const deadlineAlarm = new WakeAlarm();
+  const buffer = new ReplayBuffer(
+    redis,
+    config.replayTtlS,
+    {
+      limitOf: (agent) => agents.get(agent)?.metadata.max_concurrency ?? 0,
+      weights: config.priorityWeights,
+    },
+    deadlineAlarm,
+  );
   // Ack deadlines of routed deliveries not sent yet (a batch consumed again after a failure).
   const holds = new DeadlineHolds(buffer, log);
   ctx.onShutdown(() => holds.stop());
@@ -255,6 +262,7 @@ export async function startDispatcher(ctx: Ctx): Promise<void> {
     metrics,
     log,
     intervalMs: config.deadlineSweepMs,
+    alarm: deadlineAlarm,
   });
   // Before the first sweep: the agents of a dispatcher that died get time to come back and
   // answer — one ack window, or what their reconnect backoff needs after that instance's

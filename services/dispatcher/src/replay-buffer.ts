@@ -254,7 +254,7 @@ async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
 }
 
 /** Promotions returned flat by the scripts (five values each, from `from`). */
-function promotionsOf(agent: string, flat: ReadonlyArray<string | number>, from: number): Promotion[] {
+function parsePromotions(agent: string, flat: ReadonlyArray<string | number>, from: number): Promotion[] {
   const out: Promotion[] = [];
   for (let i = from; i + 4 < flat.length; i += 5) {
     out.push({
@@ -293,6 +293,12 @@ interface AckTake {
   ackedAt: number;
 }
 
+/** Told of the deadlines the buffer writes, so the deadline sweeper need not poll for them (@reach/service-kit WakeAlarm). */
+export interface DeadlineBell {
+  /** A deadline at `at` (epoch ms) was written (or pulled forward). */
+  ring(at: number): void;
+}
+
 export class ReplayBuffer {
   private readonly scripts: ScriptCommands;
   /** Acks whose DELIVERED is produced, leaving the journal together (settleAck). */
@@ -312,6 +318,7 @@ export class ReplayBuffer {
     private readonly redis: Redis,
     private readonly ttlS: number,
     private readonly flow: FlowPolicy = { limitOf: () => 0, weights: [60, 30, 10] },
+    private readonly bell: DeadlineBell = { ring: () => undefined },
   ) {
     redis.defineCommand('reachAppendMany', { lua: APPEND_MANY }); // numkeys given per call
     redis.defineCommand('reachTake', { numberOfKeys: 12, lua: TAKE });
@@ -321,6 +328,13 @@ export class ReplayBuffer {
     redis.defineCommand('reachTakeWaiting', { numberOfKeys: 8, lua: TAKE_WAITING });
     redis.defineCommand('reachFailOver', { numberOfKeys: 3, lua: FAIL_OVER });
     this.scripts = redis as unknown as ScriptCommands;
+  }
+
+  /** The promotions of a script's reply; their new ack deadlines ring the bell. */
+  private promotionsOf(agent: string, flat: ReadonlyArray<string | number>, from: number): Promotion[] {
+    const out = parsePromotions(agent, flat, from);
+    if (out.length > 0) this.bell.ring(Math.min(...out.map((p) => p.deadline)));
+    return out;
   }
 
   /** The keys every promoting script starts with (buffer-scripts.ts). */
@@ -389,12 +403,14 @@ export class ReplayBuffer {
           if (code > 0) results[i] = { kind: 'inflight', seq: code, repeat: false };
           else if (code === 0) {
             results[i] = { kind: 'waiting', order: Number(flat[1]), repeat: false };
-            promotions.push(...promotionsOf(items[i]!.agent, flat, 2));
+            promotions.push(...this.promotionsOf(items[i]!.agent, flat, 2));
           } else if (code === -1) results[i] = { kind: 'inflight', seq: Number(flat[1]), repeat: true, entry: String(flat[2]) };
           else if (code === -2) results[i] = { kind: 'waiting', order: Number(flat[1]), repeat: true };
           else results[i] = { kind: 'moved' };
         });
       });
+      // Each new delivery's ack deadline, or its wait deadline if it waits.
+      this.bell.ring(Math.min(...items.map((it) => Math.min(it.deadline, it.waitDeadline))));
       return { results, promotions };
     });
   }
@@ -437,7 +453,7 @@ export class ReplayBuffer {
         if (err) throw err;
         const flat = reply as Array<Array<string | number>>;
         const idx = calls[c]!;
-        let promotions = promotionsOf(items[idx[0]!]!.agent, flat[idx.length] ?? [], 0);
+        let promotions = this.promotionsOf(items[idx[0]!]!.agent, flat[idx.length] ?? [], 0);
         idx.forEach((i, k) => {
           const [status, head] = flat[k]!;
           const kind = Number(status);
@@ -496,8 +512,8 @@ export class ReplayBuffer {
       ),
     );
     const status = Number(r[0]);
-    if (status === 1) return { kind: 'taken', head: String(r[1]), promotions: promotionsOf(agent, r, 2) };
-    if (status === 3) return { kind: 'ended', promotions: promotionsOf(agent, r, 2) };
+    if (status === 1) return { kind: 'taken', head: String(r[1]), promotions: this.promotionsOf(agent, r, 2) };
+    if (status === 3) return { kind: 'ended', promotions: this.promotionsOf(agent, r, 2) };
     if (status === 4) return { kind: 'answered' };
     return status === 2 ? { kind: 'mismatch' } : { kind: 'gone' };
   }
@@ -521,7 +537,7 @@ export class ReplayBuffer {
   async takeExpired(agent: string, seq: number, now: number = Date.now()): Promise<{ entry: string; promotions: Promotion[] } | undefined> {
     const r = await call('take expired', () => this.scripts.reachTakeExpired(...this.flowKeys(agent), ENDED_MESSAGES, ...this.flowArgv(agent, now), seq));
     const entry = String(r[0]);
-    return entry === '' ? undefined : { entry, promotions: promotionsOf(agent, r, 1) };
+    return entry === '' ? undefined : { entry, promotions: this.promotionsOf(agent, r, 1) };
   }
 
   /**
@@ -535,7 +551,7 @@ export class ReplayBuffer {
   /** Promotes waiting deliveries into whatever slots are free. */
   async fill(agent: string, now: number = Date.now()): Promise<Promotion[]> {
     const r = await call('fill', () => this.scripts.reachFill(...this.flowKeys(agent), ENDED_MESSAGES, ...this.flowArgv(agent, now)));
-    return promotionsOf(agent, r, 0);
+    return this.promotionsOf(agent, r, 0);
   }
 
   /** Removes and returns a waiting entry whose wait deadline passed; undefined when promoted meanwhile. */
@@ -590,11 +606,13 @@ export class ReplayBuffer {
    * (1002). Returns how many deliveries were pulled forward.
    */
   async failOver(agent: string, now: number = Date.now(), stoppedGracefully = false): Promise<number> {
-    return call('fail over', async () =>
+    const pulled = await call('fail over', async () =>
       Number(
         await this.scripts.reachFailOver(keys.buf(agent), keys.deadlines, keys.lost(agent), agent, now, this.ttlS * 1000, lostMark(now, stoppedGracefully)),
       ),
     );
+    if (pulled > 0) this.bell.ring(now);
+    return pulled;
   }
 
   /**
@@ -677,6 +695,7 @@ export class ReplayBuffer {
     const pipe = this.redis.pipeline();
     for (const it of pulled) pipe.zadd(keys.deadlines, 'XX', 'LT', now, deadlineMember(it.agent, it.seq));
     await call('pull deadlines', () => pipe.exec());
+    this.bell.ring(now);
     return pulled.length;
   }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ReachError, silentLogger } from '@reach/core';
+import { WakeAlarm } from '@reach/service-kit';
 import { untilStored } from '../../../services/dispatcher/dist/answer-retry.js';
 import { DeadlineSweeper, REJOIN_MS } from '../../../services/dispatcher/dist/deadline-sweeper.js';
 import type { DeadlineSweeperDeps } from '../../../services/dispatcher/dist/deadline-sweeper.js';
@@ -57,10 +58,10 @@ describe('DeadlineSweeper after an outage', () => {
   function sweeperWith(redisAway: () => boolean) {
     const steps: string[] = [];
     const claims = {
-      claim: async () => {
+      claimDue: async () => {
         if (redisAway()) throw away();
         steps.push('claim');
-        return [];
+        return { members: [], next: undefined };
       },
       done: async () => undefined,
     };
@@ -80,6 +81,7 @@ describe('DeadlineSweeper after an outage', () => {
       metrics: {},
       log: silentLogger,
       intervalMs: 100,
+      alarm: new WakeAlarm(),
     } as unknown as DeadlineSweeperDeps;
     return { sweeper: new DeadlineSweeper(deps), steps };
   }
