@@ -21,6 +21,17 @@ function configTable() {
   return ['| variable | default | recommended | effect |', '| --- | --- | --- | --- |', ...rows].join('\n');
 }
 
+function dependencyTable() {
+  const rows = core.DEPENDENCIES.map((d) => `| ${esc(d.rule)} | ${esc(d.why)} |`);
+  return ['| must hold | because |', '| --- | --- |', ...rows].join('\n');
+}
+
+function deprecatedList() {
+  return Object.entries(core.DEPRECATED_ENV)
+    .map(([env, why]) => `- \`${env}\`: ${esc(why)}.`)
+    .join('\n');
+}
+
 function sdkConfigTable() {
   const rows = sdk.SDK_VARIABLES.map(
     (v) =>
@@ -53,6 +64,25 @@ effect. Requirement ids (R-…) are those of [requirements.md](requirements.md).
 ## The services' variables (\`REACH_*\`)
 
 ${configTable()}
+
+### Options checked together
+
+Loading goes through three stages: the raw \`REACH_*\` strings (unknown names refused), each
+option parsed or given its default, and the resolved configuration, where options that only work
+together are checked together and the options a service cannot run without are checked set. A
+process checks each rule whose variables it all reads; a broken one stops it (exit 78) with an
+error naming the variables:
+
+${dependencyTable()}
+
+### Removed variables
+
+Still accepted, so a deployment that set them keeps starting, but ignored with a warning in the
+log at start (any other unknown \`REACH_*\` name stops the process). The four parts of R-D2's
+budget were documented but never read: a message is bounded by \`REACH_BUDGET_MS\` (per type
+\`REACH_BUDGET_POLICY\`) end to end and each attempt by \`REACH_ACK_TIMEOUT_MS\`.
+
+${deprecatedList()}
 
 ## The SDKs' variables (\`AGENT_REACH_*\`)
 

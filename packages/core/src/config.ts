@@ -3,9 +3,18 @@
  *
  * Every option of every service is declared once in OPTIONS with its default (docs/requirements.md),
  * the recommended production value and its effect; docs/configuration.md is generated from
- * this list. A service asks for the keys it uses; loading validates them, rejects unknown
- * `REACH_*` names (with a suggestion) and names the failing variable in its message.
- * Loaders take an env map: nothing reads `process.env` deep inside.
+ * this list. A service asks for the keys it uses. Loading goes through three stages:
+ *
+ * 1. raw (readRawEnv): the `REACH_*` strings as set, empty = unset; unknown names are rejected
+ *    (with a suggestion), deprecated ones accepted with a warning;
+ * 2. with defaults (withDefaults): each asked option parsed, or its default; every bad variable
+ *    is named in one ConfigError;
+ * 3. resolved (resolveConfig): options that depend on each other are checked together
+ *    (DEPENDENCIES, the error names every variable involved) by each process that reads them, and the options a service cannot run
+ *    without are checked set, which narrows their types: running code gets values it never has
+ *    to test or assert (`!`).
+ *
+ * `process.env` is read here only (processEnv); loaders take an env map.
  */
 
 import { parseBudgetPolicyJson, parseRetryPolicyJson } from './policies.js';
@@ -444,10 +453,6 @@ export const OPTIONS = {
   budgetMs: int('REACH_BUDGET_MS', 45000, 'End-to-end time budget of a message: ingest + route + dispatch + retries (R-D2); past it → DEAD 3005.', {
     min: 100,
   }),
-  budgetIngestMs: int('REACH_BUDGET_INGEST_MS', 1000, 'The ingest part of the budget (R-D2).', { min: 0 }),
-  budgetRouteMs: int('REACH_BUDGET_ROUTE_MS', 2000, 'The routing part of the budget (R-D2).', { min: 0 }),
-  budgetDispatchMs: int('REACH_BUDGET_DISPATCH_MS', 10000, 'The dispatch part of the budget (R-D2).', { min: 0 }),
-  budgetRetriesMs: int('REACH_BUDGET_RETRIES_MS', 32000, 'The retries part of the budget (R-D2).', { min: 0 }),
   budgetPolicy: json(
     'REACH_BUDGET_POLICY',
     '{"task_request":30000,"health_check":5000}',
@@ -631,14 +636,33 @@ export const OPTIONS = {
 
 export type Options = typeof OPTIONS;
 export type OptionKey = keyof Options;
+/** The value type of one option: its default's type (a secret without a default: string | undefined). */
+export type OptionValue<P extends OptionKey> = Options[P]['default'] extends infer D ? (D extends undefined ? string | undefined : D) : never;
+/** Stage 2, with defaults: every asked option has a value of its declared type. */
 export type ConfigOf<K extends OptionKey> = {
-  readonly [P in K]: Options[P]['default'] extends infer D ? (D extends undefined ? string | undefined : D) : never;
+  readonly [P in K]: OptionValue<P>;
 };
+/** Stage 3, resolved: the required options (R) are known to be set, so their types exclude undefined. */
+export type ResolvedConfig<K extends OptionKey, R extends K = never> = ConfigOf<K> & { readonly [P in R]: Exclude<OptionValue<P>, undefined> };
 
 const knownEnv = new Set(Object.values(OPTIONS).map((o) => o.env));
 
 /** Names outside this list are not options but are allowed in the environment. */
 const NON_OPTION_ENV = new Set(['REACH_HOME']);
+
+/**
+ * Options that were removed but are still accepted, with why: starting with one set only logs
+ * a warning, so a deployment that copied it from the reference keeps starting.
+ */
+export const DEPRECATED_ENV: Readonly<Record<string, string>> = {
+  // The parts of R-D2's budget were documented but never read (issue #30): the end-to-end
+  // budget (REACH_BUDGET_MS, REACH_BUDGET_POLICY) and the ack timeout (REACH_ACK_TIMEOUT_MS) are
+  // what bound a message; the parts were only a breakdown of the defaults.
+  REACH_BUDGET_INGEST_MS: 'it never had an effect: REACH_BUDGET_MS (per type REACH_BUDGET_POLICY) bounds a message end to end',
+  REACH_BUDGET_ROUTE_MS: 'it never had an effect: REACH_BUDGET_MS (per type REACH_BUDGET_POLICY) bounds a message end to end',
+  REACH_BUDGET_DISPATCH_MS: 'it never had an effect: REACH_ACK_TIMEOUT_MS bounds one attempt, REACH_BUDGET_MS the message',
+  REACH_BUDGET_RETRIES_MS: 'it never had an effect: REACH_BUDGET_MS (per type REACH_BUDGET_POLICY) bounds a message end to end',
+};
 
 function editDistance(a: string, b: string): number {
   const dp = Array.from({ length: b.length + 1 }, (_, i) => i);
@@ -656,7 +680,7 @@ function editDistance(a: string, b: string): number {
 
 /** Rejects `REACH_*` variables that are no option at all (typos must not silently fall back to defaults). */
 export function checkUnknownEnv(env: Readonly<Record<string, string | undefined>>): void {
-  const unknown = Object.keys(env).filter((k) => k.startsWith('REACH_') && !knownEnv.has(k) && !NON_OPTION_ENV.has(k));
+  const unknown = Object.keys(env).filter((k) => k.startsWith('REACH_') && !knownEnv.has(k) && !NON_OPTION_ENV.has(k) && !(k in DEPRECATED_ENV));
   if (unknown.length === 0) return;
   const hints = unknown.map((k) => {
     let best = '';
@@ -670,26 +694,140 @@ export function checkUnknownEnv(env: Readonly<Record<string, string | undefined>
   throw new ConfigError(`unknown configuration variable(s): ${hints.join(', ')}`);
 }
 
-/** Loads and validates the options a service uses. Throws ConfigError naming every bad variable. */
-export function loadConfig<K extends OptionKey>(keys: readonly K[], env: Readonly<Record<string, string | undefined>>): ConfigOf<K> {
+/** This process's environment: the one place service code reads `process.env`. */
+export function processEnv(): Readonly<Record<string, string | undefined>> {
+  return process.env;
+}
+
+/** Stage 1: the `REACH_*` variables as set (an empty one counts as unset), and the warnings about them. */
+export interface RawEnv {
+  readonly vars: Readonly<Record<string, string>>;
+  /** One line per deprecated variable that is set. */
+  readonly warnings: readonly string[];
+}
+
+/** Stage 1: keeps the set `REACH_*` variables; throws ConfigError on unknown names. */
+export function readRawEnv(env: Readonly<Record<string, string | undefined>>): RawEnv {
   checkUnknownEnv(env);
+  const vars: Record<string, string> = {};
+  const warnings: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith('REACH_') || value === undefined || value === '') continue;
+    const why = DEPRECATED_ENV[name];
+    if (why !== undefined) warnings.push(`${name} is deprecated and ignored: ${why}`);
+    else vars[name] = value;
+  }
+  return { vars, warnings };
+}
+
+/** Stage 2: the asked options parsed, or their defaults. Throws ConfigError naming every bad variable. */
+export function withDefaults<K extends OptionKey>(keys: readonly K[], raw: RawEnv): ConfigOf<K> {
   const out: Record<string, unknown> = {};
   const errors: string[] = [];
   for (const key of keys) {
     const opt = OPTIONS[key] as Option<unknown>;
-    const raw = env[opt.env];
-    if (raw === undefined || raw === '') {
-      out[key] = opt.default;
-      continue;
-    }
+    const value = raw.vars[opt.env];
     try {
-      out[key] = opt.parse(raw);
+      out[key] = value === undefined ? opt.default : opt.parse(value);
     } catch (err) {
       errors.push(err instanceof Error ? err.message : String(err));
     }
   }
   if (errors.length > 0) throw new ConfigError(`invalid configuration:\n  ${errors.join('\n  ')}`);
   return out as ConfigOf<K>;
+}
+
+/**
+ * Two or more options that only work together. `check` gets their values and returns what is
+ * wrong (naming every variable involved), or undefined.
+ */
+export interface Dependency {
+  readonly keys: readonly OptionKey[];
+  /** The rule, in variable names, and why it must hold (for docs/configuration.md). */
+  readonly rule: string;
+  readonly why: string;
+  readonly check: (v: { readonly [P in OptionKey]: OptionValue<P> }) => string | undefined;
+}
+
+const envOf = (key: OptionKey) => OPTIONS[key].env;
+
+/** An option's value as its variable would be written (durations as 30s, 1d). */
+function shown(key: OptionKey, value: unknown): string {
+  return OPTIONS[key].kind === 'duration' ? formatDuration(value as number) : String(value);
+}
+
+/** a < b (strict) or a ≤ b: two options of the same unit. */
+function ordered(a: OptionKey, b: OptionKey, strict: boolean, why: string): Dependency {
+  return {
+    keys: [a, b],
+    rule: `${envOf(a)} ${strict ? '<' : '≤'} ${envOf(b)}`,
+    why,
+    check: (v) => {
+      const x = v[a] as number;
+      const y = v[b] as number;
+      if (strict ? x < y : x <= y) return undefined;
+      return `${envOf(a)}=${shown(a, x)} must be ${strict ? '<' : '≤'} ${envOf(b)}=${shown(b, y)}: ${why}`;
+    },
+  };
+}
+
+/** The options checked together at load (issue #30); each has a unit test with a valid and an invalid combination. */
+export const DEPENDENCIES: readonly Dependency[] = [
+  ordered('ackTimeoutMs', 'budgetMs', false, 'one attempt cannot wait for its ack longer than the whole message may take (R-D2)'),
+  ordered('retryBaseMs', 'retryMaxMs', false, 'the first backoff would already be capped by the largest (R-D3)'),
+  ordered('retryMaxMs', 'budgetMs', true, 'a backoff as long as the whole budget ends every retry DEAD 3005 before it is attempted (R-D2, R-D3)'),
+  ordered('deadlineSweepMs', 'ackTimeoutMs', false, 'a missed ack would be noticed more than one ack timeout late (3002)'),
+  ordered('wsPingIntervalMs', 'wsIdleTimeoutMs', true, 'a healthy but quiet socket would be closed as idle (4008) between two pings (R-C3)'),
+  ordered('maxPayloadBytes', 'wsMaxFrameBytes', true, 'a frame carrying the largest accepted payload would be refused with 4013 (R-C5, R-D10)'),
+  ordered(
+    'partitionInterval',
+    'retentionMessages',
+    false,
+    'the read model drops whole partitions, so it cannot keep messages for less than one partition (storage.md)',
+  ),
+  {
+    keys: ['a2aProbeMs', 'agentTtlS', 'missedHeartbeats'],
+    rule: 'REACH_A2A_PROBE_MS < REACH_MISSED_HEARTBEATS × REACH_AGENT_TTL_S / 2 (the lease, in ms)',
+    why: "a probe renews an A2A agent's lease, so an agent without ttl_s would go OFFLINE between two probes (docs/a2a.md)",
+    check: (v) => {
+      const leaseMs = (v.missedHeartbeats * v.agentTtlS * 1000) / 2;
+      if (v.a2aProbeMs < leaseMs) return undefined;
+      return `REACH_A2A_PROBE_MS=${v.a2aProbeMs} must be < the lease of REACH_AGENT_TTL_S=${v.agentTtlS} (REACH_MISSED_HEARTBEATS=${v.missedHeartbeats} × TTL/2 = ${leaseMs} ms): a probe renews an A2A agent's lease, so an agent without ttl_s would go OFFLINE between two probes (docs/a2a.md)`;
+    },
+  },
+];
+
+/**
+ * Stage 3: checks the dependencies whose options were all asked for (every dependency is read
+ * whole by the service it matters to), then that the required options are set. Throws
+ * ConfigError naming the variables; `service` names the process in the message about required
+ * options.
+ */
+export function resolveConfig<K extends OptionKey, R extends K = never>(
+  config: ConfigOf<K>,
+  required: readonly R[] = [],
+  service?: string,
+): ResolvedConfig<K, R> {
+  const asked = config as Partial<Record<OptionKey, unknown>>;
+  const errors: string[] = [];
+  for (const dep of DEPENDENCIES) {
+    if (!dep.keys.every((k) => k in asked)) continue;
+    const problem = dep.check(asked as Parameters<Dependency['check']>[0]);
+    if (problem !== undefined) errors.push(problem);
+  }
+  if (errors.length > 0) throw new ConfigError(`inconsistent configuration:\n  ${errors.join('\n  ')}`);
+  const unset = required.filter((k) => asked[k] === undefined || asked[k] === '');
+  if (unset.length > 0) throw new ConfigError(`${unset.map((k) => OPTIONS[k].env).join(', ')} must be set${service ? ` for ${service}` : ''}`);
+  return config as ResolvedConfig<K, R>;
+}
+
+/**
+ * All three stages at once: loads and validates the options a process uses. Throws ConfigError
+ * naming every bad variable. Deprecation warnings are dropped (runService logs them).
+ */
+export function loadConfig<K extends OptionKey>(keys: readonly K[], env: Readonly<Record<string, string | undefined>>): ConfigOf<K> {
+  const raw = readRawEnv(env);
+  return resolveConfig(withDefaults(keys, raw));
 }
 
 /** Rows for the generated config reference, docs/configuration.md. */

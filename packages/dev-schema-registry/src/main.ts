@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import pino from 'pino';
-import { ConfigError, loadConfig, type Logger } from '@reach/core';
+import { ConfigError, loadConfig, processEnv, type Logger } from '@reach/core';
 import { createKafka, kafkaSecurityFromEnv, type KafkaSecurity } from '@reach/kafka';
 import { startDevSchemaRegistry } from './index.js';
 
@@ -14,8 +14,9 @@ async function main(): Promise<void> {
   let config;
   let security: KafkaSecurity;
   try {
-    config = loadConfig(['kafkaBrokers', 'devSchemaRegistryPort', 'httpHost', 'logLevel'], process.env);
-    security = kafkaSecurityFromEnv(process.env);
+    const env = processEnv();
+    config = loadConfig(['kafkaBrokers', 'devSchemaRegistryPort', 'httpHost', 'logLevel'], env);
+    security = kafkaSecurityFromEnv(env);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`dev-schema-registry: ${err.message}\n`);

@@ -1,11 +1,23 @@
 import { hostname } from 'node:os';
 import { readFileSync } from 'node:fs';
-import { loadConfig, ConfigError, OPTIONS, toReachError, type ConfigOf, type Logger, type OptionKey, type TokenKeys } from '@reach/core';
+import {
+  ConfigError,
+  processEnv,
+  readRawEnv,
+  resolveConfig,
+  toReachError,
+  withDefaults,
+  type ConfigOf,
+  type Logger,
+  type OptionKey,
+  type ResolvedConfig,
+  type TokenKeys,
+} from '@reach/core';
 import { SchemaCodec } from '@reach/envelope';
 import {
   createKafka,
   createProducer,
-  kafkaSecurityFromEnv,
+  kafkaSecurityFromConfig,
   KAFKA_SECURITY_OPTIONS,
   runStage,
   runBatchStage,
@@ -58,15 +70,26 @@ const BASE_OPTIONS = [
 ] as const;
 type BaseKey = (typeof BASE_OPTIONS)[number];
 
-export interface ServiceDefinition<K extends OptionKey> {
+/**
+ * What a service may declare it cannot run without: options (no usable default) or
+ * `'tokenKeys'`, a signing/verifying key from REACH_TOKEN_SECRETS_FILE, REACH_TOKEN_SECRETS or
+ * REACH_TOKEN_SECRET. Unset → exit 78 at start, and the context's types say they are set.
+ */
+export type Requirement<K extends OptionKey> = K | 'tokenKeys';
+
+/** The config a service's code sees: resolved, with its required options narrowed to set values. */
+export type ServiceConfig<K extends OptionKey, R extends Requirement<K> = never> = ResolvedConfig<
+  K | BaseKey | 'databaseUrl' | 'redisUrl',
+  Extract<R, K | BaseKey | 'databaseUrl' | 'redisUrl'>
+>;
+
+export type ServiceDefinition<K extends OptionKey, R extends Requirement<K> = never> = {
   /** ingress, registry, router, dispatcher, retry-scheduler, dead-letter, tracker. */
   name: string;
   /** The option holding this service's HTTP port. */
   port: OptionKey;
   /** Extra options the service reads beyond the base set. */
   options: readonly K[];
-  /** Options among `options` that must be set (no usable default): unset → exit 78 at start. */
-  required?: readonly K[];
   postgres?: boolean;
   redis?: boolean;
   /**
@@ -74,8 +97,13 @@ export interface ServiceDefinition<K extends OptionKey> {
    * calls all have a fallback set it so a stalled Redis costs a short delay, not the whole stall.
    */
   redisCommandTimeoutMs?: number;
-  start(ctx: ServiceContext<K>): Promise<void>;
-}
+  start(ctx: ServiceContext<K, R>): Promise<void>;
+} & ([R] extends [never]
+  ? { required?: readonly [] }
+  : {
+      /** Among `options` (or 'tokenKeys'): what must be set (see Requirement); their types in ctx are narrowed. */
+      required: readonly R[];
+    });
 
 export interface StageOptions {
   topics: readonly string[];
@@ -105,10 +133,10 @@ export interface BatchStageOptions {
   together?: boolean;
 }
 
-export interface ServiceContext<K extends OptionKey> {
+export interface ServiceContext<K extends OptionKey, R extends Requirement<K> = never> {
   readonly service: string;
   readonly instanceId: string;
-  readonly config: ConfigOf<K | BaseKey | 'databaseUrl' | 'redisUrl'>;
+  readonly config: ServiceConfig<K, R>;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
   readonly http: HttpServer;
@@ -121,9 +149,10 @@ export interface ServiceContext<K extends OptionKey> {
   readonly tracer: Tracer;
   /**
    * The keys agent tokens are signed and verified with (REACH_TOKEN_SECRETS[_FILE] and
-   * REACH_TOKEN_SECRET); reloaded in place when the file changes. Undefined when none is set.
+   * REACH_TOKEN_SECRET); reloaded in place when the file changes. Undefined when none is set,
+   * which a service that requires 'tokenKeys' never sees.
    */
-  readonly tokenKeys: TokenKeys | undefined;
+  readonly tokenKeys: 'tokenKeys' extends R ? TokenKeys : TokenKeys | undefined;
   /** Runs a consume loop whose poison records go to reach.dlq.v1; stopped first on shutdown. */
   stage(opts: StageOptions): Promise<RunningStage>;
   /** Runs a batch consume loop (see runBatchStage); stopped first on shutdown, like stage(). */
@@ -158,12 +187,17 @@ function missing(what: string): never {
  * SIGTERM/SIGINT stop it gracefully: not ready → consumers stop (committing what was produced)
  * → the service's cleanup → producer flush → connections closed → exit 0.
  */
-export async function runService<K extends OptionKey>(def: ServiceDefinition<K>, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  let config: ConfigOf<K | BaseKey | 'databaseUrl' | 'redisUrl'>;
+export async function runService<K extends OptionKey, R extends Requirement<K> = never>(
+  def: ServiceDefinition<K, R>,
+  env: Readonly<Record<string, string | undefined>> = processEnv(),
+): Promise<void> {
+  type Key = K | BaseKey | 'databaseUrl' | 'redisUrl';
+  let config: ConfigOf<Key>;
   let tokenKeys: TokenKeys | undefined;
   let serverTls: ReturnType<typeof serverTlsFromConfig>;
   let kafkaSecurity: KafkaSecurity;
   let registryTls: { ca?: string };
+  let warnings: readonly string[];
   try {
     const keys = [
       ...BASE_OPTIONS,
@@ -171,16 +205,26 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
       def.port,
       ...(def.postgres ? (['databaseUrl'] as const) : []),
       ...(def.redis ? (['redisUrl'] as const) : []),
-    ];
-    config = loadConfig(keys as Array<K | BaseKey | 'databaseUrl' | 'redisUrl'>, env) as typeof config;
+    ] as Key[];
+    // raw env → with defaults → resolved (packages/core/src/config.ts)
+    const raw = readRawEnv(env);
+    warnings = raw.warnings;
+    const required = (def.required ?? []) as readonly R[];
+    const requiredOptions = required.filter((r): r is Extract<R, Key> => r !== 'tokenKeys');
+    config = resolveConfig(withDefaults(keys, raw), requiredOptions, def.name);
     tokenKeys = loadTokenKeys(config);
-    serverTls = serverTlsFromConfig(config);
-    kafkaSecurity = kafkaSecurityFromEnv(env);
-    registryTls = config.caFile ? { ca: readCaFile(config.caFile) } : {};
-    const unset = (def.required ?? []).filter((k) => config[k] === undefined || config[k] === '');
-    if (unset.length > 0) {
-      throw new ConfigError(`${unset.map((k) => OPTIONS[k].env).join(', ')} must be set for ${def.name}`);
+    if (!tokenKeys && (required as readonly string[]).includes('tokenKeys')) {
+      throw new ConfigError(
+        'REACH_TOKEN_SECRET is required, or REACH_TOKEN_SECRETS / REACH_TOKEN_SECRETS_FILE (the HMAC keys agent tokens are signed and verified with; `reach up` generates one into .reach/token-secret)',
+      );
     }
+    serverTls = serverTlsFromConfig(config);
+    try {
+      kafkaSecurity = kafkaSecurityFromConfig(config);
+    } catch (err) {
+      throw err instanceof ConfigError ? err : new ConfigError((err as Error).message);
+    }
+    registryTls = config.caFile ? { ca: readCaFile(config.caFile) } : {};
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${def.name}: ${err.message}\n`);
@@ -190,6 +234,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
   }
   const instanceId = config.instanceId || `${def.name}-${hostname()}-${process.pid}`;
   const log = createLogger({ service: def.name, instance: instanceId, level: config.logLevel });
+  for (const warning of warnings) log.warn(warning);
   const metrics = new ServiceMetrics(def.name);
   const http = new HttpServer(log).startingUntilReady();
   const readiness = new Map<string, () => boolean>();
@@ -255,7 +300,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
   process.once('SIGINT', () => void shutdown('SIGINT').then(() => process.exit()));
   process.on('unhandledRejection', (err) => fatal(err));
 
-  const port = await http.listen(config.httpHost, config[def.port as K] as unknown as number, { tls: serverTls, adminToken: config.adminToken });
+  const port = await http.listen(config.httpHost, (config as Record<string, unknown>)[def.port] as number, { tls: serverTls, adminToken: config.adminToken });
   // port last: tools (and the tests' spawnService) read `"port":N,"msg":"http listening"`
   log.info({ tls: serverTls !== undefined, mutualTlsForAdmin: serverTls?.clientCa !== undefined, port }, 'http listening');
   if (tokenKeys && config.tokenSecretsFile) {
@@ -305,10 +350,11 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
 
     const stageCounter = metrics.stageRecords;
     const stageSeconds = metrics.stageSeconds;
-    const ctx: ServiceContext<K> = {
+    const ctx: ServiceContext<K, R> = {
       service: def.name,
       instanceId,
-      config,
+      // resolveConfig checked the required options set: the narrowed type is what it returned
+      config: config as ServiceConfig<K, R>,
       log,
       metrics,
       http,
@@ -316,7 +362,7 @@ export async function runService<K extends OptionKey>(def: ServiceDefinition<K>,
       producer,
       codec,
       tracer,
-      tokenKeys,
+      tokenKeys: tokenKeys as ServiceContext<K, R>['tokenKeys'],
       get pg() {
         return pg ?? missing('postgres');
       },

@@ -2,7 +2,7 @@ import { newId, ReachError, signToken, type Logger, type TokenSecret } from '@re
 import { isNewerRecord } from '@reach/agents';
 import type { AgentRecord } from '@reach/envelope';
 import { TOPICS, startTableView, valueSubject, type TableView } from '@reach/kafka';
-import { requireTokenKeys, startRegistryViews, WakeAlarm, type ServiceContext } from '@reach/service-kit';
+import { startRegistryViews, WakeAlarm, type ServiceContext } from '@reach/service-kit';
 import { AgentChannels } from './agent-channels.js';
 import { Announcer } from './announcer.js';
 import { registerFlowApi } from './flow-api.js';
@@ -54,7 +54,7 @@ export const DISPATCHER_OPTIONS = [
   'circuitRefreshMs',
 ] as const;
 
-type Ctx = ServiceContext<(typeof DISPATCHER_OPTIONS)[number]>;
+type Ctx = ServiceContext<(typeof DISPATCHER_OPTIONS)[number], 'tokenKeys'>;
 
 const AGENTS_SUBJECT = valueSubject(TOPICS.agents.name);
 /**
@@ -88,7 +88,7 @@ const DEADLINE_CLAIM_LEASE_MS = 30_000;
  */
 export async function startDispatcher(ctx: Ctx): Promise<void> {
   const { config, codec, log } = ctx;
-  const tokenSecret = requireTokenKeys(ctx.tokenKeys, 'dispatcher');
+  const tokenSecret = ctx.tokenKeys;
   const metrics = dispatcherMetrics(ctx.metrics);
   const outbox = new Outbox(ctx.producer, log);
   // Its own connection with auto-pipelining: the acks and reads of many sockets issued in one

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { acceptsNewWork } from '@reach/agents';
 import type { AgentRecord } from '@reach/envelope';
 import { startTableView, TOPICS, valueSubject } from '@reach/kafka';
-import { AuditLog, requireTokenKeys, runService, scheduleRetention, type ServiceContext } from '@reach/service-kit';
+import { AuditLog, runService, scheduleRetention, type ServiceContext } from '@reach/service-kit';
 import { createRedis, TablePurger } from '@reach/store';
 import { Acceptor } from './acceptance.js';
 import { registerA2aApi } from './a2a-api.js';
@@ -54,14 +54,14 @@ function packageVersion(): string {
   return pkg.version ?? '0.0.0';
 }
 
-async function start(ctx: ServiceContext<Key>): Promise<void> {
+async function start(ctx: ServiceContext<Key, 'tokenKeys'>): Promise<void> {
   const { config } = ctx;
   const revocations = new RevocationView(ctx.pg, ctx.log);
   await revocations.start();
   ctx.onShutdown(() => revocations.stop());
 
-  // `required` below guarantees the secret is set.
-  const auth = new Authenticator(requireTokenKeys(ctx.tokenKeys, 'ingress'), config.adminToken, revocations);
+  // `required` below guarantees a token key is set.
+  const auth = new Authenticator(ctx.tokenKeys, config.adminToken, revocations);
   const idempotency = new IdempotencyStore(ctx.redis, ctx.pg, config.idempotencyTtlS, ctx.log);
   // Expired durable idempotency keys are deleted in batches (a writer may also take one over).
   const idempotencyKeys = new TablePurger(ctx.pg, { table: 'idempotency_keys', where: 'expires_at < $1' });
@@ -166,7 +166,8 @@ await runService({
   name: 'ingress',
   port: 'ingressPort',
   options: OPTIONS,
-  required: ['tokenSecret'],
+  // any source of token keys: REACH_TOKEN_SECRET, or the ring of REACH_TOKEN_SECRETS[_FILE]
+  required: ['tokenKeys'],
   postgres: true,
   redis: true,
   // ctx.redis holds idempotency keys here, and PostgreSQL decides when Redis cannot: a stalled

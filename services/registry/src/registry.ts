@@ -1,5 +1,5 @@
 import { parseCapabilityDictionary } from '@reach/agents';
-import { AuditLog, PeriodicJob, requireTokenKeys, RevokedTokenView, scheduleRetention, type ServiceContext } from '@reach/service-kit';
+import { AuditLog, PeriodicJob, RevokedTokenView, scheduleRetention, type ServiceContext } from '@reach/service-kit';
 import { TablePurger, retentionCheckMs, retentionCutoff } from '@reach/store';
 import { mountAuditApi } from './audit-api.js';
 import { AgentStore } from './agent-store.js';
@@ -41,9 +41,9 @@ const TOKEN_PURGE_INTERVAL_MS = 10 * 60_000;
 /** A failed start-up reconcile of reach.grants.v1 is tried again after this long. */
 const RECONCILE_RETRY_MS = 5000;
 
-export async function startRegistry(ctx: ServiceContext<RegistryOption>): Promise<void> {
+export async function startRegistry(ctx: ServiceContext<RegistryOption, 'tokenKeys'>): Promise<void> {
   const { config, redis, log } = ctx;
-  const tokenSecret = requireTokenKeys(ctx.tokenKeys, 'registry');
+  const tokenSecret = ctx.tokenKeys;
 
   const store = new AgentStore(redis);
   const tokens = new TokenStore(ctx.pg);

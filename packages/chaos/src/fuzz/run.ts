@@ -121,7 +121,7 @@ export async function runFuzz(o: FuzzOptions, progress: (line: string) => void =
   // made 49,843 of 55,000 cases refusals of the address instead of checks of their input.
   const httpCases = Array.from({ length: nHttp }, () => ({
     ...httpCase(r, capability),
-    token: r.chance(0.03) ? r.pick(['', 'garbage', stack.adminToken!.slice(0, 10)]) : producer.token,
+    token: r.chance(0.03) ? r.pick(['', 'garbage', s.adminToken.slice(0, 10)]) : producer.token,
   }));
   httpCases.sort((a, b) => Number(a.token !== producer.token) - Number(b.token !== producer.token));
   await forEachLimit(httpCases, 24, async (c) => {
