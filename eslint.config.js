@@ -41,6 +41,25 @@ export default tseslint.config(
     },
   },
   {
+    // Staged config (issue #30): the services and the packages they run on read their
+    // environment through packages/core/src/config.ts only. Not restricted: the CLI (it launches
+    // processes with an env of its own making), the bench/chaos/soak tools, and the SDK (a client
+    // library with its own AGENT_REACH_* variables, packages/sdk/src/env.ts).
+    files: [
+      'services/*/src/**/*.ts',
+      ...['a2a', 'agents', 'circuits', 'core', 'dev-schema-registry', 'envelope', 'kafka', 'routing', 'rules', 'service-kit', 'store', 'tracing'].map(
+        (p) => `packages/${p}/src/**/*.ts`,
+      ),
+    ],
+    ignores: ['packages/core/src/config.ts'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        { object: 'process', property: 'env', message: 'Read configuration through @reach/core (loadConfig / processEnv), not process.env.' },
+      ],
+    },
+  },
+  {
     files: ['**/*.ts'],
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],

@@ -14,6 +14,7 @@ const files: Record<string, string> = {
   'floating.ts': 'export async function later(): Promise<void> {}\nexport function now(): void {\n  later();\n}\n',
   'service-import.ts': "export { main } from '@reach/dispatcher';\n",
   'clean.ts': "import { a } from './cycle-a.js';\nexport const c = (): number => 2;\nexport const d = a;\n",
+  'process-env.ts': 'export const level = (): string | undefined => process.env.REACH_LOG_LEVEL;\n',
 };
 let results: ESLint.LintResult[];
 
@@ -45,4 +46,8 @@ it('refuses a package or service importing a service', () => {
 
 it('passes a file that only imports into a cycle without being part of it', () => {
   expect(rulesOf('clean.ts')).toEqual([]);
+});
+
+it('refuses process.env outside the config module (issue #30: staged config)', () => {
+  expect(rulesOf('process-env.ts')).toEqual(['no-restricted-properties']);
 });
