@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
+import { tokenSecret } from '../../helpers/env.js';
 import { spawnService as start, waitReady } from '../../helpers/services.js';
 
 // Every service, started as its own extra instance next to the running stack: it connects to
@@ -46,5 +47,34 @@ describe('invalid configuration', () => {
     const [code] = (await once(s.child, 'exit')) as [number | null];
     expect(code).toBe(78);
     expect(s.output()).toMatch(/REACH_KAFKA_BROKER \(did you mean REACH_KAFKA_BROKERS\?\)/);
+  });
+
+  it('refuses options that do not fit together, naming both (issue #30)', async () => {
+    const s = start('dispatcher', { REACH_WS_PING_INTERVAL_MS: '40000' });
+    const [code] = (await once(s.child, 'exit')) as [number | null];
+    expect(code).toBe(78);
+    expect(s.output()).toMatch(/REACH_WS_PING_INTERVAL_MS=40000 must be < REACH_WS_IDLE_TIMEOUT_MS=30000/);
+  });
+
+  it('refuses to start a service that requires token keys without any (exit 78)', async () => {
+    const s = start('dispatcher', { REACH_TOKEN_SECRET: '' });
+    const [code] = (await once(s.child, 'exit')) as [number | null];
+    expect(code).toBe(78);
+    expect(s.output()).toMatch(/dispatcher: REACH_TOKEN_SECRET is required, or REACH_TOKEN_SECRETS \/ REACH_TOKEN_SECRETS_FILE/);
+  });
+});
+
+describe('staged configuration (issue #30)', () => {
+  it('ingress starts on a key ring alone (no REACH_TOKEN_SECRET), as the key rotation ends', async () => {
+    const s = start('ingress', { REACH_TOKEN_SECRET: '', REACH_TOKEN_SECRETS: `k1:${tokenSecret()}` });
+    await waitReady(`http://127.0.0.1:${await s.port}`);
+    expect(await s.stop(), s.output()).toBe(0);
+  });
+
+  it('accepts a removed per-stage budget variable with a deprecation warning', async () => {
+    const s = start('router', { REACH_BUDGET_ROUTE_MS: '2000' });
+    await waitReady(`http://127.0.0.1:${await s.port}`);
+    expect(s.output()).toMatch(/"level":"warn".*REACH_BUDGET_ROUTE_MS is deprecated and ignored/);
+    expect(await s.stop(), s.output()).toBe(0);
   });
 });
