@@ -1,3 +1,4 @@
+import { ERROR } from '@reach/core';
 /**
  * The JSON-RPC error codes of A2A 1.0 (spec §5.4 and §9.5): the JSON-RPC 2.0 standard ones and
  * the A2A-specific range -32001 … -32009. An A2aError carries one of them; the JSON-RPC layer
@@ -24,9 +25,8 @@ export type A2aErrorName = keyof typeof A2A_ERRORS;
 
 /**
  * Not part of A2A: an authentication failure is "a JSON-RPC custom error" (spec §3.3.2). It is
- * Agent-Reach's own 1003 AUTH_FAILED, named as on every other refusal of a credential.
+ * Agent-Reach's own 1003 AUTH_FAILED (ERROR.AUTH_FAILED), named as on every other refusal of a credential.
  */
-export const AUTH_ERROR_CODE = 1003;
 const AUTH_ERROR_NAME = 'AUTH_FAILED';
 
 export class A2aError extends Error {
@@ -37,7 +37,7 @@ export class A2aError extends Error {
     /** Structured details: the `data` array of the JSON-RPC error, each with an `@type`. */
     readonly data?: readonly Record<string, unknown>[],
   ) {
-    const known = errorName === 'AuthenticationError' ? { code: AUTH_ERROR_CODE, message: 'Authentication failed' } : A2A_ERRORS[errorName];
+    const known = errorName === 'AuthenticationError' ? { code: ERROR.AUTH_FAILED, message: 'Authentication failed' } : A2A_ERRORS[errorName];
     super(message ?? known.message);
     this.name = 'A2aError';
     this.code = known.code;

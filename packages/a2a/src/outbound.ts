@@ -1,3 +1,4 @@
+import { ERROR } from '@reach/core';
 import { TERMINAL_TASK_STATES, type Part, type TaskState } from './wire.js';
 
 /**
@@ -31,9 +32,6 @@ export type A2aDeliveryOutcome =
   | { kind: 'failure'; reason: string }
   /** The agent took the task and works on it: poll GetTask with this id. */
   | { kind: 'working'; taskId: string; state: TaskState };
-
-/** The agent refused or failed the task (docs/design.md §6 3003 AGENT_REJECTED). */
-const AGENT_REJECTED = 3003;
 
 /** A payload as A2A parts: the parts of an A2A message relayed as they were, a string as text, bytes as raw, anything else as data. */
 export function partsOf(m: DeliveredMessage): Part[] {
@@ -104,10 +102,14 @@ export function outcomeOfTask(task: Record<string, unknown>): A2aDeliveryOutcome
     return answer.length > 0 ? { kind: 'ack', result: resultOfParts(answer), ...taskId } : { kind: 'ack', ...taskId };
   }
   if (TERMINAL_TASK_STATES.has(state))
-    return { kind: 'reject', code: AGENT_REJECTED, reason: `A2A task ${state.replace('TASK_STATE_', '')}${why ? `: ${why}` : ''}` };
+    return { kind: 'reject', code: ERROR.AGENT_REJECTED, reason: `A2A task ${state.replace('TASK_STATE_', '')}${why ? `: ${why}` : ''}` };
   if (state === 'TASK_STATE_INPUT_REQUIRED' || state === 'TASK_STATE_AUTH_REQUIRED')
     // Agent-Reach relays one message per task: it cannot answer a question the agent asks back.
-    return { kind: 'reject', code: AGENT_REJECTED, reason: `A2A task ${state.replace('TASK_STATE_', '')} (one message per task here)${why ? `: ${why}` : ''}` };
+    return {
+      kind: 'reject',
+      code: ERROR.AGENT_REJECTED,
+      reason: `A2A task ${state.replace('TASK_STATE_', '')} (one message per task here)${why ? `: ${why}` : ''}`,
+    };
   const id = typeof task.id === 'string' ? task.id : '';
   if (id === '') return { kind: 'failure', reason: 'the A2A agent answered a task without an id' };
   return { kind: 'working', taskId: id, state };
@@ -133,10 +135,10 @@ export function classifyA2aAnswer(statusCode: number, bodyText: string): A2aDeli
     // -32603 internal, and anything in the server-error range that is not an A2A refusal: try again later.
     if (code === -32603 || (code <= -32000 && code >= -32099 && code !== -32001 && code !== -32002 && code !== -32004 && code !== -32005 && code !== -32009))
       return { kind: 'failure', reason: `A2A error ${code}: ${message}` };
-    return { kind: 'reject', code: AGENT_REJECTED, reason: `A2A error ${code}: ${message}` };
+    return { kind: 'reject', code: ERROR.AGENT_REJECTED, reason: `A2A error ${code}: ${message}` };
   }
   if (statusCode >= 500) return { kind: 'failure', reason: `HTTP ${statusCode}` };
-  if (statusCode >= 400) return { kind: 'reject', code: AGENT_REJECTED, reason: `HTTP ${statusCode}` };
+  if (statusCode >= 400) return { kind: 'reject', code: ERROR.AGENT_REJECTED, reason: `HTTP ${statusCode}` };
   const result = obj(body?.result);
   if (!result) return { kind: 'failure', reason: 'the A2A agent answered without a JSON-RPC result' };
   // SendMessage answers {task} or {message}; GetTask answers the Task itself.

@@ -1,3 +1,4 @@
+import { ERROR } from '@reach/core';
 import type { TaskState } from './wire.js';
 
 /**
@@ -24,14 +25,9 @@ export interface ReachOutcome {
   readonly result?: unknown;
 }
 
-/** Agent-Reach's code for a message canceled by its sender (docs/design.md §6 addition). */
-export const CANCELED_CODE = 3007;
-/** The agent refused the message (docs/design.md §6). */
-const AGENT_REJECTED = 3003;
-
 /** A refusal: nobody was willing or allowed to take the work (no route, saturated, domain, the agent said no). */
 function isRefusal(code: number | null): boolean {
-  return code === AGENT_REJECTED || (code !== null && code >= 2000 && code < 3000);
+  return code === ERROR.AGENT_REJECTED || (code !== null && code >= 2000 && code < 3000);
 }
 
 /** The status the handler gave its result (`ok` or `error`), when there is one. */
@@ -53,7 +49,7 @@ export function taskStateOf(o: ReachOutcome): TaskState {
     case 'REJECTED':
       return isRefusal(o.code) ? 'TASK_STATE_REJECTED' : 'TASK_STATE_FAILED';
     case 'DEAD':
-      return o.code === CANCELED_CODE ? 'TASK_STATE_CANCELED' : 'TASK_STATE_FAILED';
+      return o.code === ERROR.CANCELED ? 'TASK_STATE_CANCELED' : 'TASK_STATE_FAILED';
     default:
       // A state this version does not know (a newer tracker): still in flight as far as A2A can tell.
       return 'TASK_STATE_WORKING';

@@ -1,4 +1,4 @@
-import { loadConfig } from '@reach/core';
+import { loadConfig, ERROR } from '@reach/core';
 import { fetchFor } from '@reach/sdk';
 import { apiEndpoints } from './api.js';
 import { serviceScheme } from './transport.js';
@@ -44,7 +44,7 @@ export async function adminCall<T>(
 ): Promise<T> {
   const { adminToken, tls } = apiEndpoints(env);
   if (!adminToken)
-    throw new AdminApiError(401, { error: { code: 1003, name: 'AUTH_FAILED', message: 'no admin token: set REACH_ADMIN_TOKEN or run reach up' } });
+    throw new AdminApiError(401, { error: { code: ERROR.AUTH_FAILED, name: 'AUTH_FAILED', message: 'no admin token: set REACH_ADMIN_TOKEN or run reach up' } });
   let res: Response;
   try {
     res = await fetchFor(tls)(`${serviceUrl(service, env)}${path}`, {
@@ -54,7 +54,7 @@ export async function adminCall<T>(
     });
   } catch (err) {
     throw new AdminApiError(503, {
-      error: { code: 5002, name: 'DEPENDENCY_UNAVAILABLE', message: `${NAMES[service]} unreachable: ${(err as Error).message}` },
+      error: { code: ERROR.DEPENDENCY_UNAVAILABLE, name: 'DEPENDENCY_UNAVAILABLE', message: `${NAMES[service]} unreachable: ${(err as Error).message}` },
     });
   }
   const text = await res.text();

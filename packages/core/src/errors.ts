@@ -85,6 +85,17 @@ export type ErrorCode = (typeof table)[number]['code'];
 
 export const ERROR_CODES: readonly ErrorCodeInfo[] = table;
 
+/**
+ * Every code by its name, each typed as its literal number (`ERROR.ACK_TIMEOUT` is `3002`): code
+ * uses these, never the bare number, so the table stays the one place a number is written.
+ */
+export const ERROR: { readonly [E in (typeof table)[number] as E['name']]: E['code'] } = Object.freeze(
+  Object.fromEntries(table.map((e) => [e.name, e.code])) as { [E in (typeof table)[number] as E['name']]: E['code'] },
+);
+
+/** The code of `name`, typed as its literal number. */
+export type CodeOf<N extends ErrorName> = (typeof ERROR)[N];
+
 const byName = new Map<string, ErrorCodeInfo>(table.map((e) => [e.name, e]));
 const byCode = new Map<number, ErrorCodeInfo>(table.map((e) => [e.code, e]));
 
@@ -93,7 +104,7 @@ const byCode = new Map<number, ErrorCodeInfo>(table.map((e) => [e.code, e]));
  * SATURATED: it is stopping, or full). The SDKs send it on a graceful stop; the dispatcher
  * retries it elsewhere without counting it against the agent's circuit (docs/protocol.md).
  */
-export const HAND_BACK_CODE = 2002;
+export const HAND_BACK_CODE = ERROR.SATURATED;
 
 export function errorInfo(nameOrCode: ErrorName | ErrorCode | number): ErrorCodeInfo {
   const info = typeof nameOrCode === 'number' ? byCode.get(nameOrCode) : byName.get(nameOrCode);

@@ -5,6 +5,8 @@ import {
   parseRetryPolicyJson,
   type BudgetPolicyOverrides,
   type RetryPolicyOverrides,
+  ERROR,
+  type CodeOf,
 } from '@reach/core';
 
 /**
@@ -107,8 +109,8 @@ export interface FailedAttempt {
 export type FailureDecision =
   | { readonly kind: 'retry'; readonly notBefore: number; readonly delayMs: number; readonly nextAttempt: number }
   /** The agent refused for good: REJECTED 3003 (not DEAD: it was delivered and answered). */
-  | { readonly kind: 'rejected'; readonly code: 3003 }
-  | { readonly kind: 'dead'; readonly code: 3004 | 3005 | 3006; readonly why: string };
+  | { readonly kind: 'rejected'; readonly code: CodeOf<'AGENT_REJECTED'> }
+  | { readonly kind: 'dead'; readonly code: CodeOf<'RETRIES_EXHAUSTED' | 'BUDGET_EXCEEDED' | 'EXPIRED'>; readonly why: string };
 
 /**
  * What happens after an attempt failed. In order: an agent's non-retryable refusal is final
@@ -118,18 +120,22 @@ export type FailureDecision =
  * is due at now + backoff.
  */
 export function decideAfterFailure(f: FailedAttempt, policy: RetryPolicy, rand: number = Math.random()): FailureDecision {
-  if (!f.failureRetryable) return { kind: 'rejected', code: 3003 };
-  if (f.expireAt !== null && f.now >= f.expireAt) return { kind: 'dead', code: 3006, why: `expired at ${new Date(f.expireAt).toISOString()}` };
+  if (!f.failureRetryable) return { kind: 'rejected', code: ERROR.AGENT_REJECTED };
+  if (f.expireAt !== null && f.now >= f.expireAt) return { kind: 'dead', code: ERROR.EXPIRED, why: `expired at ${new Date(f.expireAt).toISOString()}` };
   const params = retryParamsFor(policy, f.messageType);
-  if (!f.envelopeRetryable) return { kind: 'dead', code: 3004, why: 'the message is not retryable: its one attempt failed' };
-  if (f.attempt >= params.maxRetries) return { kind: 'dead', code: 3004, why: `all ${params.maxRetries + 1} attempts failed` };
+  if (!f.envelopeRetryable) return { kind: 'dead', code: ERROR.RETRIES_EXHAUSTED, why: 'the message is not retryable: its one attempt failed' };
+  if (f.attempt >= params.maxRetries) return { kind: 'dead', code: ERROR.RETRIES_EXHAUSTED, why: `all ${params.maxRetries + 1} attempts failed` };
   const delayMs = backoffMs(f.attempt, params, rand);
   const notBefore = f.now + delayMs;
   // The end that comes first names the death: expire_at (3006) when it is what stops the next
   // attempt, else the time budget (3005).
   if (f.expireAt !== null && notBefore >= f.expireAt && f.expireAt <= f.budgetDeadline)
-    return { kind: 'dead', code: 3006, why: `it expires at ${new Date(f.expireAt).toISOString()}, before the next attempt could start` };
+    return { kind: 'dead', code: ERROR.EXPIRED, why: `it expires at ${new Date(f.expireAt).toISOString()}, before the next attempt could start` };
   if (notBefore >= f.budgetDeadline)
-    return { kind: 'dead', code: 3005, why: `the budget ends at ${new Date(f.budgetDeadline).toISOString()}, before the next attempt could start` };
+    return {
+      kind: 'dead',
+      code: ERROR.BUDGET_EXCEEDED,
+      why: `the budget ends at ${new Date(f.budgetDeadline).toISOString()}, before the next attempt could start`,
+    };
   return { kind: 'retry', notBefore, delayMs, nextAttempt: f.attempt + 1 };
 }

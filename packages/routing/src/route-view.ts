@@ -1,4 +1,4 @@
-import { PRODUCER_DOMAIN_HEADER } from '@reach/core';
+import { PRODUCER_DOMAIN_HEADER, ERROR, type CodeOf } from '@reach/core';
 import type { CapabilityMode, Envelope } from '@reach/envelope';
 import type { AgentIndex } from './agent-index.js';
 import { filterCandidates, type FilterHooks } from './candidates.js';
@@ -14,7 +14,7 @@ import { parseAddress } from './capability.js';
  * router's own candidate filter (filterCandidates), so the view and the routing agree up to
  * the lag of their feeds.
  */
-export type RouteVerdict = 0 | 2001 | 2003 | 3001;
+export type RouteVerdict = 0 | CodeOf<'NO_ROUTE' | 'DOMAIN_DENIED' | 'CIRCUIT_OPEN'>;
 
 export interface RoutesView {
   /** By capability name (mode handle: request, send to a capability). */
@@ -56,9 +56,9 @@ function verdict(input: RouteViewInput, name: string, mode: CapabilityMode): Rou
   if (f.candidates.length > 0 || f.reconnectingUntil !== null) return 0;
   // Nobody offers the name in this mode at all: not listed (2001 by absence).
   if ((f.rejected.mode ?? 0) === f.considered) return undefined;
-  if ((f.rejected.circuit ?? 0) > 0) return 3001;
-  if ((f.rejected.domain ?? 0) > 0) return 2003;
-  return 2001;
+  if ((f.rejected.circuit ?? 0) > 0) return ERROR.CIRCUIT_OPEN;
+  if ((f.rejected.domain ?? 0) > 0) return ERROR.DOMAIN_DENIED;
+  return ERROR.NO_ROUTE;
 }
 
 export function routesView(input: RouteViewInput): RoutesView {

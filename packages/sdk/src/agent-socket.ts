@@ -1,5 +1,5 @@
 import WebSocket from 'ws';
-import { ReachError, type Logger } from '@reach/core';
+import { ERROR, ReachError, type Logger } from '@reach/core';
 import { wsTlsOptions, type ClientTls } from './tls.js';
 import { parseServerFrame, type AgentFrame, type ServerFrame, type WelcomeFrame } from './frames.js';
 
@@ -22,7 +22,14 @@ export interface AgentSocketOptions {
 }
 
 /** Close codes of docs/design.md §4 and what they mean to the agent. */
-export const CLOSE = { duplicate: 4001, authFailed: 4003, heartbeatTimeout: 4008, frameTooLarge: 4013 } as const;
+export const CLOSE = {
+  duplicate: 4001,
+  authFailed: 4003,
+  heartbeatTimeout: 4008,
+  frameTooLarge: 4013,
+  /** RFC 6455 "going away": the server is shutting down (the local control plane sends it). */
+  goingAway: 1001,
+} as const;
 
 // Frames from the server are bounded by the payload limit (256 KiB, base64 ≈ 342 KiB) plus the
 // envelope; 4 MiB leaves room without letting a broken peer exhaust memory.
@@ -111,7 +118,12 @@ export class AgentSocket {
             this.startPinging(frame.heartbeat_ms);
             resolve(frame);
           } else if (frame.type === 'error') {
-            fail(new ReachError(frame.code === 1003 ? 'AUTH_FAILED' : 'CONNECTION_CLOSED', `dispatcher refused hello: ${frame.name} ${frame.message}`));
+            fail(
+              new ReachError(
+                frame.code === ERROR.AUTH_FAILED ? 'AUTH_FAILED' : 'CONNECTION_CLOSED',
+                `dispatcher refused hello: ${frame.name} ${frame.message}`,
+              ),
+            );
           }
           return;
         }

@@ -1,4 +1,4 @@
-import { HAND_BACK_CODE, ReachError, errorInfo, isKnownCode, type Logger } from '@reach/core';
+import { HAND_BACK_CODE, ReachError, errorInfo, isKnownCode, type Logger, ERROR } from '@reach/core';
 import { DedupeCache, dedupeKey, type DedupeOptions, type Outcome } from './dedupe.js';
 import type { AgentFrame, DeliverFrame } from './frames.js';
 import { LoadTracker } from './load.js';
@@ -55,7 +55,7 @@ export function failureOf(err: unknown): Failure {
   if (e && typeof e.code === 'number' && isKnownCode(e.code) && typeof e.retryable === 'boolean') {
     return { code: e.code, reason: typeof e.message === 'string' ? e.message : errorInfo(e.code).name, retryable: e.retryable };
   }
-  return { code: 3003, reason: err instanceof Error ? err.message : String(err), retryable: true };
+  return { code: ERROR.AGENT_REJECTED, reason: err instanceof Error ? err.message : String(err), retryable: true };
 }
 
 /**
@@ -72,12 +72,16 @@ function checkResult(value: unknown): Failure | undefined {
     try {
       json = JSON.stringify(value ?? null);
     } catch (err) {
-      return { code: 3003, reason: `result is not JSON-serialisable: ${err instanceof Error ? err.message : String(err)}`, retryable: false };
+      return { code: ERROR.AGENT_REJECTED, reason: `result is not JSON-serialisable: ${err instanceof Error ? err.message : String(err)}`, retryable: false };
     }
     bytes = Buffer.byteLength(json ?? 'null');
   }
   if (bytes <= MAX_RESULT_BYTES) return undefined;
-  return { code: 4102, reason: `result refused: 4102 PAYLOAD_TOO_LARGE: result payload is ${bytes} bytes; the limit is ${MAX_RESULT_BYTES}`, retryable: false };
+  return {
+    code: ERROR.PAYLOAD_TOO_LARGE,
+    reason: `result refused: 4102 PAYLOAD_TOO_LARGE: result payload is ${bytes} bytes; the limit is ${MAX_RESULT_BYTES}`,
+    retryable: false,
+  };
 }
 
 /** The delivery's traceparent, echoed on its answer frames (an optional field of docs/design.md §4). */
@@ -181,7 +185,7 @@ export class DeliveryRunner {
       const direct = !m.capability && !m.topic;
       log.warn({ capability: m.capability, topic: m.topic }, 'no handler for this delivery');
       // Another agent may serve the capability; a message addressed to this agent has nowhere else to go.
-      this.reject(d, 3003, `agent ${this.deps.agentId() ?? ''} has no handler for ${m.capability ?? m.topic ?? m.message_type}`, !direct);
+      this.reject(d, ERROR.AGENT_REJECTED, `agent ${this.deps.agentId() ?? ''} has no handler for ${m.capability ?? m.topic ?? m.message_type}`, !direct);
       return;
     }
     this.inFlight.set(key, []);

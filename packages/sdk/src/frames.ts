@@ -1,3 +1,4 @@
+import { ERROR } from '@reach/core';
 import type { ReachMessage } from './types.js';
 
 /**
@@ -188,7 +189,7 @@ export function parseServerFrame(text: string): ServerFrame | undefined {
     case 'error':
       return {
         type: 'error',
-        code: num(f.code) ?? 5001,
+        code: num(f.code) ?? ERROR.INTERNAL,
         name: str(f.name) ?? 'INTERNAL',
         message: str(f.message) ?? '',
         client_ref: str(f.client_ref),

@@ -1,4 +1,4 @@
-import { ReachError, errorInfo, isKnownCode, type ErrorName } from '@reach/core';
+import { ReachError, errorInfo, isKnownCode, type ErrorName, ERROR } from '@reach/core';
 import { RESULT_STATUS_HEADER, type Reply } from './node-types.js';
 import { payloadBytes } from './payload.js';
 import { contextFromHeaders } from './session.js';
@@ -96,7 +96,7 @@ export function receiptOf(m: ReachMessage): Receipt & { receipt_message_id: stri
   return {
     message_id: m.correlation_id ?? body.message_id ?? '',
     status: body.status ?? 'REJECTED',
-    code: typeof body.code === 'number' ? body.code : 5001,
+    code: typeof body.code === 'number' ? body.code : ERROR.INTERNAL,
     name: body.name ?? '',
     reason: body.reason ?? '',
     receipt_message_id: m.message_id,

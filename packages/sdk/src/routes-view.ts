@@ -1,4 +1,4 @@
-import { ReachError, errorInfo, isKnownCode, type ErrorName } from '@reach/core';
+import { ReachError, errorInfo, isKnownCode, type ErrorName, ERROR } from '@reach/core';
 import type { RoutesFrame } from './frames.js';
 
 export type RouteKind = 'capability' | 'topic';
@@ -71,12 +71,12 @@ export class RoutesView {
   refusal(kind: RouteKind, name: string, options: { mayWait?: boolean } = {}): ReachError | undefined {
     const code = this.verdict(kind, name);
     if (code === undefined || code === 0) return undefined;
-    if (options.mayWait && code !== 2003) return undefined;
+    if (options.mayWait && code !== ERROR.DOMAIN_DENIED) return undefined;
     const errorName = (isKnownCode(code) ? errorInfo(code).name : 'NO_ROUTE') as ErrorName;
     const why: Record<number, string> = {
-      2001: `no live agent offers ${kind} ${name}`,
-      2003: `every agent that offers ${kind} ${name} is in a security domain no grant opens to this agent`,
-      3001: `every agent that offers ${kind} ${name} has an open circuit`,
+      [ERROR.NO_ROUTE]: `no live agent offers ${kind} ${name}`,
+      [ERROR.DOMAIN_DENIED]: `every agent that offers ${kind} ${name} is in a security domain no grant opens to this agent`,
+      [ERROR.CIRCUIT_OPEN]: `every agent that offers ${kind} ${name} has an open circuit`,
     };
     return new ReachError(errorName, `pre-flight: ${why[code] ?? `${kind} ${name} is refused (${code})`}`, { details: { [kind]: name, preflight: 'local' } });
   }

@@ -1,4 +1,4 @@
-import type { Logger } from '@reach/core';
+import { ERROR, type Logger } from '@reach/core';
 import type { AgentRecord, Presence } from '@reach/envelope';
 import type { TableView } from '@reach/kafka';
 import { isReachable } from '@reach/routing';
@@ -98,7 +98,7 @@ export class Redriver {
       if (decision === 'wait') continue;
       const log = { dlq_id: row.dlq_id, message_id: row.message_id, trace_id: row.trace_id, capability: row.capability };
       if (decision === 'expired') {
-        if (await this.store.markDead(row.dlq_id, { event: 'DEAD', at: new Date().toISOString(), why: 'EXPIRED', code: 3006 })) {
+        if (await this.store.markDead(row.dlq_id, { event: 'DEAD', at: new Date().toISOString(), why: 'EXPIRED', code: ERROR.EXPIRED })) {
           expired++;
           this.log.info(log, 'parked message expired before an agent appeared; now DEAD');
         }

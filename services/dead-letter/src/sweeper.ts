@@ -1,4 +1,4 @@
-import type { Logger } from '@reach/core';
+import { ERROR, type Logger } from '@reach/core';
 import type { AlertInput } from '@reach/service-kit';
 import type { DeadLetterMetrics } from './metrics.js';
 import type { DeadLetterStore } from './store.js';
@@ -52,7 +52,7 @@ export class Sweeper {
   async sweep(): Promise<{ expired: number; stale: number; failed?: true }> {
     try {
       const at = new Date().toISOString();
-      const expired = await this.store.expireParked({ event: 'DEAD', at, why: 'EXPIRED', code: 3006 });
+      const expired = await this.store.expireParked({ event: 'DEAD', at, why: 'EXPIRED', code: ERROR.EXPIRED });
       for (const r of expired) {
         this.log.info({ dlq_id: r.dlq_id, message_id: r.message_id, trace_id: r.trace_id, capability: r.capability }, 'parked message expired; now DEAD');
       }

@@ -1,5 +1,5 @@
 import type { CircuitRecorder } from './circuit-recorder.js';
-import { ReachError, errorInfo, type ErrorName, type Logger } from '@reach/core';
+import { ReachError, errorInfo, type ErrorName, type Logger, ERROR, type CodeOf } from '@reach/core';
 import type { Envelope, RetryRequest, SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
 import { budgetDeadlineAt, decideAfterFailure, type BudgetPolicy, type FailureDecision, type RetryPolicy } from '@reach/routing';
@@ -54,7 +54,7 @@ export interface AttemptFailure {
   envelope: Envelope;
   head: EntryHead;
   /** 3002 no ack in time, 1002 the agent's connection died (and it did not return), 3003 rejected, 2002 waited out. */
-  code: 3002 | 1002 | 3003 | 2002;
+  code: CodeOf<'ACK_TIMEOUT' | 'CONNECTION_CLOSED' | 'AGENT_REJECTED' | 'SATURATED'>;
   reason: string;
   /** False for an agent's `retryable: false` reject. */
   failureRetryable: boolean;
@@ -106,9 +106,9 @@ export interface FailuresDeps {
  * stopping agent's circuit with the rejects of its queued work (`pnpm soak`, 5 December).
  */
 export function countsAgainstAgent(f: Pick<AttemptFailure, 'code' | 'failureRetryable' | 'handedBack'>, budgetAt: number | null, now: number): boolean {
-  if (f.code === 2002 || f.handedBack === true) return false;
-  if (f.code === 3002) return budgetAt === null || now < budgetAt;
-  return f.code === 1002 || f.failureRetryable;
+  if (f.code === ERROR.SATURATED || f.handedBack === true) return false;
+  if (f.code === ERROR.ACK_TIMEOUT) return budgetAt === null || now < budgetAt;
+  return f.code === ERROR.CONNECTION_CLOSED || f.failureRetryable;
 }
 
 /**
@@ -118,7 +118,7 @@ export function countsAgainstAgent(f: Pick<AttemptFailure, 'code' | 'failureRetr
  * ejected for doing its job.
  */
 export function isFinalRefusal(f: Pick<AttemptFailure, 'code' | 'failureRetryable'>): boolean {
-  return f.code === 3003 && !f.failureRetryable;
+  return f.code === ERROR.AGENT_REJECTED && !f.failureRetryable;
 }
 
 export function historyKey(messageId: string): string {
@@ -168,7 +168,13 @@ export class Failures {
       this.d.tracer ?? NOOP_TRACER,
       f.head,
       f.agent,
-      f.code === 3002 ? 'timeout' : f.code === 1002 ? 'connection_lost' : f.code === 2002 ? 'wait_expired' : 'reject',
+      f.code === ERROR.ACK_TIMEOUT
+        ? 'timeout'
+        : f.code === ERROR.CONNECTION_CLOSED
+          ? 'connection_lost'
+          : f.code === ERROR.SATURATED
+            ? 'wait_expired'
+            : 'reject',
       { seq: f.seq, error: { code: f.code, codeName: errorInfo(f.code).name, message: f.reason } },
       now,
     );
@@ -255,7 +261,7 @@ export class Failures {
       case 'rejected': {
         const error = new ReachError('AGENT_REJECTED', `${f.agent}: ${f.reason}`);
         out.push(
-          statusRecord(this.d.codec, { ...base, state: 'REJECTED', attempt, code: 3003, reason: f.reason, detail: f.detail }, now),
+          statusRecord(this.d.codec, { ...base, state: 'REJECTED', attempt, code: ERROR.AGENT_REJECTED, reason: f.reason, detail: f.detail }, now),
           deadLetterRecord(
             this.d.codec,
             {
@@ -271,7 +277,7 @@ export class Failures {
             now,
           ),
         );
-        const receipt = receiptRecord(this.d.codec, env, { state: 'REJECTED', code: 3003, reason: error.message }, now);
+        const receipt = receiptRecord(this.d.codec, env, { state: 'REJECTED', code: ERROR.AGENT_REJECTED, reason: error.message }, now);
         if (receipt) out.push(receipt);
         this.d.metrics.rejects.inc();
         this.d.log.info(fields, 'delivery rejected by the agent (not retryable)');

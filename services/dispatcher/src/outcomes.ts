@@ -1,4 +1,4 @@
-import { HAND_BACK_CODE, ReachError, type Logger } from '@reach/core';
+import { HAND_BACK_CODE, ReachError, type Logger, ERROR } from '@reach/core';
 import { checkResult, envelopeFromJson, toStorableText, validateEnvelope, type Envelope, type EnvelopeJson, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
 import { receiptRecord, statusRecord } from '@reach/service-kit';
@@ -168,7 +168,7 @@ export class Outcomes {
         agent,
         envelope: envelopeOfEntry(taken.head),
         head,
-        code: 3003,
+        code: ERROR.AGENT_REJECTED,
         reason,
         failureRetryable: r.retryable === true,
         handedBack: r.retryable === true && agentCode === HAND_BACK_CODE,
@@ -179,13 +179,13 @@ export class Outcomes {
       this.d.outbox.post(records, 'reject outcome', { trace_id: head.message.trace_id, message_id: messageId });
       return 'done';
     }
-    recordDispatchSpan(this.tracer, head, agent, 'reject', { seq, error: { code: 3003, codeName: 'AGENT_REJECTED', message: reason } });
+    recordDispatchSpan(this.tracer, head, agent, 'reject', { seq, error: { code: ERROR.AGENT_REJECTED, codeName: 'AGENT_REJECTED', message: reason } });
     const envelope = envelopeFromMessageJson(head.message);
     // The producer learns of the refusal by a failure receipt (docs/pipeline.md).
-    const receipt = receiptRecord(this.d.codec, envelope, { state: 'REJECTED', code: 3003, reason: `${agent}: ${reason}` });
+    const receipt = receiptRecord(this.d.codec, envelope, { state: 'REJECTED', code: ERROR.AGENT_REJECTED, reason: `${agent}: ${reason}` });
     const records = [
       ...this.deliveringOf(agent, seq),
-      this.status('REJECTED', agent, envelope, head, { code: 3003, reason, detail }),
+      this.status('REJECTED', agent, envelope, head, { code: ERROR.AGENT_REJECTED, reason, detail }),
       ...(receipt ? [receipt] : []),
     ];
     this.d.outbox.post(records, 'REJECTED status', {

@@ -1,4 +1,4 @@
-import { ReachError, toReachError, type Logger } from '@reach/core';
+import { ReachError, toReachError, type Logger, ERROR } from '@reach/core';
 import type { Envelope, RoutedDelivery, SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord, type Producer } from '@reach/kafka';
 import { budgetStartOf } from '@reach/routing';
@@ -227,7 +227,7 @@ async function tooLateRecords(d: RoutedConsumerDeps, a: Accepted, now: number): 
       agent: a.delivery.agent_id,
       envelope: a.envelope,
       head,
-      code: 2002,
+      code: ERROR.SATURATED,
       reason: `routed with ${Math.max(0, left)} ms of its time left, too little to be answered: not sent`,
       failureRetryable: true,
       oncePerAttempt: true,

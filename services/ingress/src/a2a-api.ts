@@ -3,7 +3,6 @@ import {
   A2A_PROTOCOL_VERSION,
   A2A_RPC_PATH,
   A2aError,
-  CANCELED_CODE,
   capabilityCard,
   envelopeBodyOf,
   isReachTerminal,
@@ -19,7 +18,7 @@ import {
   type Task,
   type TaskState,
 } from '@reach/a2a';
-import { bearer, toReachError, type Logger, type ReachError } from '@reach/core';
+import { bearer, toReachError, type Logger, type ReachError, ERROR } from '@reach/core';
 import { envelopeFromJson, type AgentRecord, type Envelope, type SchemaCodec } from '@reach/envelope';
 import type { Producer } from '@reach/kafka';
 import { statusRecord, type HttpServer, type Reply, type Request } from '@reach/service-kit';
@@ -130,7 +129,7 @@ export function statusesFor(state: TaskState): string[] {
   const out = new Set<string>();
   for (const status of ['PENDING', 'ROUTED', 'DELIVERING', 'DELIVERED', 'REJECTED', 'DEAD'])
     for (const attempt of [0, 1])
-      for (const code of [null, 2001, 3003, CANCELED_CODE, 5001])
+      for (const code of [null, ERROR.NO_ROUTE, ERROR.AGENT_REJECTED, ERROR.CANCELED, ERROR.INTERNAL])
         for (const result of [null, { status: 'error' }]) if (taskStateOf({ status, attempt, code, result }) === state) out.add(status);
   return [...out];
 }
@@ -342,7 +341,7 @@ export function registerA2aApi(d: A2aDeps): void {
     const reason = `canceled by ${who.agentId} (A2A CancelTask)`;
     await produceWithin(
       d.producer,
-      [statusRecord(d.codec, { state: 'DEAD', envelope, ...reporter, attempt: row.attempt, agentId: row.agent_id, code: CANCELED_CODE, reason })],
+      [statusRecord(d.codec, { state: 'DEAD', envelope, ...reporter, attempt: row.attempt, agentId: row.agent_id, code: ERROR.CANCELED, reason })],
       PRODUCE_TIMEOUT_MS,
     );
     // The answer is the outcome the read model settles on. One race is left open by the mark: an
@@ -351,7 +350,7 @@ export function registerA2aApi(d: A2aDeps): void {
     // first and it stays (the first terminal state wins; fold.ts isAhead): the cancel then
     // answers what the task became, never CANCELED for a task that completed.
     const settled = await settledOutcome(id);
-    if (settled && !(settled.status === 'DEAD' && settled.code === CANCELED_CODE)) {
+    if (settled && !(settled.status === 'DEAD' && settled.code === ERROR.CANCELED)) {
       const state = taskStateOf(settled);
       throw new A2aError(
         'TaskNotCancelableError',
@@ -359,7 +358,7 @@ export function registerA2aApi(d: A2aDeps): void {
         [reachErrorInfo(settled.code ?? 0, settled.status)],
       );
     }
-    const canceled: A2aRow = settled ?? { ...row, status: 'DEAD', code: CANCELED_CODE, reason, updated_at: new Date() };
+    const canceled: A2aRow = settled ?? { ...row, status: 'DEAD', code: ERROR.CANCELED, reason, updated_at: new Date() };
     // The position a stream resumes from, settled as currentTask's (task.ts SETTLE_MS).
     const timeline = await d.read.timeline(id).catch(() => []);
     return taskOf(canceled, { timelineLength: settledLength(timeline, Date.now()) });

@@ -1,3 +1,4 @@
+import { ERROR } from '@reach/core';
 import { A2A_CAPABILITY_PREFIX, A2A_ERRORS, A2A_PROTOCOL_VERSION, A2A_REST_PATH, A2A_REST_SUFFIX, A2aError, type A2aErrorName } from '@reach/a2a';
 import type { HttpServer, Reply, Request } from '@reach/service-kit';
 import type { A2aOps } from './a2a-ops.js';
@@ -44,7 +45,7 @@ export function restError(err: A2aError): Reply {
     return {
       status: 401,
       headers: { ...JSON_HEADERS, 'www-authenticate': 'Bearer' },
-      body: { error: { code: 1003, name: 'AUTH_FAILED', status: 'UNAUTHENTICATED', message: err.message, details: err.data ?? [] } },
+      body: { error: { code: ERROR.AUTH_FAILED, name: 'AUTH_FAILED', status: 'UNAUTHENTICATED', message: err.message, details: err.data ?? [] } },
     };
   const [status, grpc] = HTTP_OF[err.errorName];
   const info = {

@@ -1,4 +1,4 @@
-import { bearer, errorInfo, isKnownCode, ReachError, toReachError, type Logger } from '@reach/core';
+import { bearer, errorInfo, isKnownCode, ReachError, toReachError, type Logger, ERROR } from '@reach/core';
 import { envelopeFromJson } from '@reach/envelope';
 import { produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import type { HttpServer, Reply, Request } from '@reach/service-kit';
@@ -88,7 +88,7 @@ export function waitReply(messageId: string, row: MessageRow | undefined, timedO
   }
   if (!timedOut && row) {
     // REJECTED or DEAD: answer with the message's own failure code and its HTTP status.
-    const code = row.code !== null && isKnownCode(row.code) ? row.code : 5001;
+    const code = row.code !== null && isKnownCode(row.code) ? row.code : ERROR.INTERNAL;
     const info = errorInfo(code);
     return {
       status: info.httpStatus,

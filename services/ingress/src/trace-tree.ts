@@ -1,3 +1,4 @@
+import { ERROR } from '@reach/core';
 /**
  * The shape of a trace (R-F1, `GET /v1/traces/{trace_id}`), computed from the read model
  * alone: which message caused which, and how long each stage of each message took. Pure.
@@ -59,8 +60,8 @@ export function stageName(a: TraceEvent, b: TraceEvent): string | undefined {
     case 'PENDING':
       if (b.state === 'PENDING' && a.attempt === b.attempt && a.service === b.service && a.code === b.code) return undefined;
       // The router held the message (saturated, 2002) or parked it (no route yet, 2001).
-      if (a.service === 'router' && a.code === 2002) return 'held';
-      if (a.service === 'router' && a.code === 2001) return 'parked';
+      if (a.service === 'router' && a.code === ERROR.SATURATED) return 'held';
+      if (a.service === 'router' && a.code === ERROR.NO_ROUTE) return 'parked';
       // A failed attempt waits on reach.retry.v1 until the retry-scheduler re-publishes it.
       if (b.service === 'retry-scheduler' || (b.state === 'PENDING' && b.service !== 'router')) return 'retry_wait';
       return 'route';

@@ -1,3 +1,4 @@
+import { ERROR } from '@reach/core';
 import type { RetryRequest } from '@reach/envelope';
 import { runDelayStage, TOPICS, valueSubject } from '@reach/kafka';
 import { deadLetterRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
@@ -77,9 +78,9 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
         : NOOP_SPAN;
       const out = republish(republishCtx, req, record, now, span.traceparent ?? record.headers.traceparent);
       if (out[0]?.topic !== TOPICS.pending.name) {
-        const code = req.envelope.expire_at !== null && now >= req.envelope.expire_at ? 3006 : 3005;
+        const code = req.envelope.expire_at !== null && now >= req.envelope.expire_at ? ERROR.EXPIRED : ERROR.BUDGET_EXCEEDED;
         expired.inc({ code: String(code), source: 'due' });
-        span.fail({ code, codeName: code === 3006 ? 'EXPIRED' : 'BUDGET_EXCEEDED', message: 'due after the time budget' });
+        span.fail({ code, codeName: code === ERROR.EXPIRED ? 'EXPIRED' : 'BUDGET_EXCEEDED', message: 'due after the time budget' });
         span.end(now);
         return out;
       }

@@ -1,4 +1,4 @@
-import { BUDGET_FROM_HEADER, ReachError, type Logger } from '@reach/core';
+import { BUDGET_FROM_HEADER, ReachError, type Logger, ERROR } from '@reach/core';
 import type { Envelope, Priority, SchemaCodec } from '@reach/envelope';
 import { TOPICS, produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import { budgetDeadlineAt, FANOUT_PARENT, type BudgetPolicy } from '@reach/routing';
@@ -107,7 +107,7 @@ export function stuckDeadline(
   budget: BudgetPolicy,
 ): number {
   const expireAt = r.expire_at ? r.expire_at.getTime() : null;
-  if (r.status === 'PENDING' && r.code === 2001) return expireAt ?? Number.POSITIVE_INFINITY;
+  if (r.status === 'PENDING' && r.code === ERROR.NO_ROUTE) return expireAt ?? Number.POSITIVE_INFINITY;
   // A replay's budget counts from its replay (docs/pipeline.md, "Replays"), as the router's and dispatcher's do.
   const headers = r.budget_from ? { [BUDGET_FROM_HEADER]: String(r.budget_from.getTime()) } : undefined;
   return budgetDeadlineAt({ message_type: r.message_type, created_at: r.created_at.getTime(), expire_at: expireAt, headers }, budget);
@@ -228,7 +228,7 @@ export class StuckSweeper {
           continue;
         }
         out.push(...this.deadRecords(row, deadline, now));
-        ids.push({ key: declaredKey(row), code: row.expire_at && row.expire_at.getTime() <= now ? 3006 : 3005 });
+        ids.push({ key: declaredKey(row), code: row.expire_at && row.expire_at.getTime() <= now ? ERROR.EXPIRED : ERROR.BUDGET_EXCEEDED });
       }
       if (out.length > 0) await produceAll(this.d.producer, out);
       await client.query('COMMIT');

@@ -1,4 +1,4 @@
-import { derivedMessageId, ReachError } from '@reach/core';
+import { derivedMessageId, ReachError, ERROR } from '@reach/core';
 import type { Envelope, RetryRequest, RoutedDelivery, SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import {
@@ -131,7 +131,7 @@ export function decisionRecords(ctx: OutputContext, m: Msg, decision: RouteDecis
       return held(
         ctx,
         m,
-        { code: 2002, holdReason: HOLD_REASON_SATURATED, why: 'every candidate is saturated', detail: decision.trace },
+        { code: ERROR.SATURATED, holdReason: HOLD_REASON_SATURATED, why: 'every candidate is saturated', detail: decision.trace },
         now + ctx.saturationRetryMs,
         now,
       );

@@ -1,4 +1,4 @@
-import { messageIdTime } from '@reach/core';
+import { messageIdTime, ERROR } from '@reach/core';
 import type { StatusEvent } from '@reach/envelope';
 import { resultForJsonb, type MessageColumns } from '@reach/store';
 
@@ -24,11 +24,11 @@ export function stateRank(state: string): number {
 }
 
 /** The code of a message its sender canceled (A2A CancelTask, docs/a2a.md): it ends DEAD with it. */
-export const CANCELED_CODE = 3007;
+export const CANCELED_CODE = ERROR.CANCELED;
 
 /** DEAD 3007: the sender canceled the message before any agent acked it. */
 export function isCanceled(e: { state: string; code?: number | null }): boolean {
-  return e.state === 'DEAD' && e.code === CANCELED_CODE;
+  return e.state === 'DEAD' && e.code === ERROR.CANCELED;
 }
 
 /**

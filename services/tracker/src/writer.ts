@@ -1,6 +1,6 @@
-import { ReachError } from '@reach/core';
+import { ReachError, ERROR } from '@reach/core';
 import type { Pool } from '@reach/store';
-import { CANCELED_CODE, type FoldedBatch, type MessageUpsert } from './fold.js';
+import { type FoldedBatch, type MessageUpsert } from './fold.js';
 
 type Column<R> = readonly [name: keyof R & string, pgType: string];
 
@@ -52,8 +52,8 @@ function arrays<R>(columns: ReadonlyArray<Column<R>>, rows: readonly R[]): unkno
 // The event moves the message forward: a later attempt, or a later state of the same attempt;
 // around a cancel (DEAD 3007), isAhead's rule in fold.ts: nothing moves a canceled message on,
 // and a cancel beats any state that is not terminal, whatever its attempt.
-const CUR_CANCELED = `(cur.status = 'DEAD' AND cur.code IS NOT DISTINCT FROM ${CANCELED_CODE})`;
-const CANCELS = `(excluded.status = 'DEAD' AND excluded.code IS NOT DISTINCT FROM ${CANCELED_CODE} AND cur.state_rank < 3)`;
+const CUR_CANCELED = `(cur.status = 'DEAD' AND cur.code IS NOT DISTINCT FROM ${ERROR.CANCELED})`;
+const CANCELS = `(excluded.status = 'DEAD' AND excluded.code IS NOT DISTINCT FROM ${ERROR.CANCELED} AND cur.state_rank < 3)`;
 const ADVANCES = `(NOT ${CUR_CANCELED} AND (${CANCELS} OR (excluded.attempt, excluded.state_rank) > (cur.attempt, cur.state_rank)))`;
 const whenAdvancing = (col: string, value = `excluded.${col}`) => `${col} = CASE WHEN ${ADVANCES} THEN ${value} ELSE cur.${col} END`;
 // A later PENDING of the same attempt says why the message waits (the router's parked 2001 or

@@ -1,5 +1,5 @@
 import WebSocket from 'ws';
-import { silentLogger } from '@reach/core';
+import { silentLogger, ERROR } from '@reach/core';
 import { forEachLimit, heartbeats, raiseQuota, register, type Registered, type StackEndpoints } from '@reach/bench';
 import { SchemaCodec } from '@reach/envelope';
 import { createKafka, createProducer, produceAll, TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
@@ -145,7 +145,7 @@ export async function runFuzz(o: FuzzOptions, progress: (line: string) => void =
     bump(http.outcomes, `${res.status}${body.error?.code ? `/${body.error.code}` : ''}`);
     // 503: a dependency away (retry). With ?wait_ms= the answer is the message's own outcome: its failure code's status (502 for
     // 3004 RETRIES_EXHAUSTED, 504 for 3002/3005) is the contract answer, not a server error.
-    const outcomeOfWait = c.query !== '' && (body.error?.code ?? 0) >= 3001 && (body.error?.code ?? 0) <= 3006;
+    const outcomeOfWait = c.query !== '' && (body.error?.code ?? 0) >= ERROR.CIRCUIT_OPEN && (body.error?.code ?? 0) <= ERROR.EXPIRED;
     if (res.status >= 500 && res.status !== 503 && !outcomeOfWait)
       serverErrors.push(`HTTP ${res.status}: ${text.slice(0, 200)} for ${String(c.body).slice(0, 200)}`);
     if ((res.status === 200 || res.status === 202) && body.message_id) {

@@ -1,4 +1,4 @@
-import { ReachError } from '@reach/core';
+import { ReachError, ERROR } from '@reach/core';
 import { parseServerFrame, type AgentFrame, type WelcomeFrame } from '../frames.js';
 import type { AgentConnection, AgentTransport, ConnectOptions } from '../transport.js';
 import { LocalReach, type LocalConnection } from './local-reach.js';
@@ -48,7 +48,7 @@ class DirectConnection implements AgentConnection {
                 const refused = frame.type === 'error' ? `${frame.name} ${frame.message}` : frame.type;
                 reject(
                   new ReachError(
-                    frame.type === 'error' && frame.code === 1003 ? 'AUTH_FAILED' : 'CONNECTION_CLOSED',
+                    frame.type === 'error' && frame.code === ERROR.AUTH_FAILED ? 'AUTH_FAILED' : 'CONNECTION_CLOSED',
                     `local dispatcher refused hello: ${refused}`,
                   ),
                 );

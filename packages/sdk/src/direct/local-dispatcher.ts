@@ -1,6 +1,7 @@
-import { ReachError, errorInfo, newId, type ErrorName } from '@reach/core';
+import { ReachError, errorInfo, newId, type ErrorName, ERROR, type CodeOf } from '@reach/core';
 import { envelopeToJson, type Envelope, type MessageState } from '@reach/envelope';
 import { ackDeadlineAt, budgetDeadlineAt, decideAfterFailure, domainGate, routesDelta, routesView, type RoutesView } from '@reach/routing';
+import { CLOSE } from '../agent-socket.js';
 import { RESULT_STATUS_HEADER } from '../node-types.js';
 import type { BusClock, BusTimer } from './clock.js';
 import type { LocalConfig } from './local-config.js';
@@ -94,8 +95,8 @@ export class LocalDispatcher {
     const { agent_id: agentId } = hello;
     const line = this.line(agentId);
     if (this.d.registry.tokenOf(agentId) !== hello.token) {
-      sink.push(json({ type: 'error', code: 1003, name: 'AUTH_FAILED', message: `agent ${agentId} is not registered with this token` }));
-      sink.close(4003, 'auth failed');
+      sink.push(json({ type: 'error', code: ERROR.AUTH_FAILED, name: 'AUTH_FAILED', message: `agent ${agentId} is not registered with this token` }));
+      sink.close(CLOSE.authFailed, 'auth failed');
       throw new ReachError('AUTH_FAILED', `agent ${agentId} is not registered with this token`);
     }
     const previous = line.conn;
@@ -103,7 +104,7 @@ export class LocalDispatcher {
     line.conn = conn;
     this.d.clock.cancel(line.grace);
     line.grace = undefined;
-    if (previous?.open) this.closeConnection(previous, 4001, 'replaced by a newer connection of this agent');
+    if (previous?.open) this.closeConnection(previous, CLOSE.duplicate, 'replaced by a newer connection of this agent');
     this.d.registry.index.setPresence({ agent_id: agentId, connected: true, dispatcher_instance: 'local', connection_id: conn.id, at: this.d.clock.now() });
     this.routesChanged();
     const lastSeq = hello.last_seq ?? 0;
@@ -137,7 +138,7 @@ export class LocalDispatcher {
 
   close(): void {
     for (const line of this.lines.values()) {
-      if (line.conn?.open) this.closeConnection(line.conn, 1001, 'the local control plane is closing');
+      if (line.conn?.open) this.closeConnection(line.conn, CLOSE.goingAway, 'the local control plane is closing');
       for (const delivery of line.pending.values()) this.d.clock.cancel(delivery.timer);
       line.pending.clear();
     }
@@ -254,7 +255,12 @@ export class LocalDispatcher {
     const reason = typeof f.reason === 'string' && f.reason !== '' ? f.reason : 'rejected by the agent';
     // Only an explicit `retryable: true` asks for another attempt; a bare reject is final.
     const retryable = f.retryable === true;
-    this.failed(delivery, 3003, reason, retryable, { seq, agent_code: f.code ?? null, agent_reason: f.reason ?? null, retryable: f.retryable ?? null });
+    this.failed(delivery, ERROR.AGENT_REJECTED, reason, retryable, {
+      seq,
+      agent_code: f.code ?? null,
+      agent_reason: f.reason ?? null,
+      retryable: f.retryable ?? null,
+    });
   }
 
   /** "Still working on it": the ack deadline moves to now + the delivery's window (never past its budget). */
@@ -298,7 +304,13 @@ export class LocalDispatcher {
    * A failed attempt (3002 no ack in time, 1002 the connection died and the agent did not come
    * back, 3003 rejected): retried after the backoff on another agent when one exists, or ended.
    */
-  private failed(delivery: Delivery, code: 3002 | 1002 | 3003, reason: string, failureRetryable: boolean, detail: Record<string, unknown>): void {
+  private failed(
+    delivery: Delivery,
+    code: CodeOf<'ACK_TIMEOUT' | 'CONNECTION_CLOSED' | 'AGENT_REJECTED'>,
+    reason: string,
+    failureRetryable: boolean,
+    detail: Record<string, unknown>,
+  ): void {
     const { envelope: env, agentId, attempt } = delivery;
     const now = this.d.clock.now();
     let history = this.history.get(env.message_id);
@@ -340,8 +352,8 @@ export class LocalDispatcher {
         return;
       }
       case 'rejected': {
-        this.d.timeline.record(env.message_id, { ...base, state: 'REJECTED', attempt, code: 3003, reason, detail });
-        this.d.receipt(env, { state: 'REJECTED', code: 3003, reason: `${agentId}: ${reason}` });
+        this.d.timeline.record(env.message_id, { ...base, state: 'REJECTED', attempt, code: ERROR.AGENT_REJECTED, reason, detail });
+        this.d.receipt(env, { state: 'REJECTED', code: ERROR.AGENT_REJECTED, reason: `${agentId}: ${reason}` });
         return;
       }
       case 'dead': {
@@ -419,7 +431,7 @@ export class LocalDispatcher {
       const taken = this.take(delivery.agentId, delivery.seq, delivery.envelope.message_id);
       if (!taken) return;
       const window = delivery.envelope.timeout_ms ?? this.d.config.ackTimeoutMs;
-      this.failed(taken, 3002, `no ack from ${delivery.agentId} within ${window} ms`, true, { seq: delivery.seq });
+      this.failed(taken, ERROR.ACK_TIMEOUT, `no ack from ${delivery.agentId} within ${window} ms`, true, { seq: delivery.seq });
     });
   }
 
@@ -487,7 +499,10 @@ export class LocalDispatcher {
       this.routesChanged(); // no longer "reconnecting": unreachable
       for (const delivery of [...line.pending.values()].sort((a, b) => a.seq - b.seq)) {
         const taken = this.take(conn.agentId, delivery.seq, delivery.envelope.message_id);
-        if (taken) this.failed(taken, 1002, `the connection of ${conn.agentId} died and it did not come back within the grace`, true, { seq: taken.seq });
+        if (taken)
+          this.failed(taken, ERROR.CONNECTION_CLOSED, `the connection of ${conn.agentId} died and it did not come back within the grace`, true, {
+            seq: taken.seq,
+          });
       }
     });
   }

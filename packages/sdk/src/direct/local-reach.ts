@@ -1,4 +1,4 @@
-import { PRODUCER_DOMAIN_HEADER, ReachError, errorInfo, isKnownCode, silentLogger, type ErrorName, type Logger } from '@reach/core';
+import { PRODUCER_DOMAIN_HEADER, ReachError, errorInfo, isKnownCode, silentLogger, type ErrorName, type Logger, ERROR } from '@reach/core';
 import { envelopeFromJson, receiptEnvelope, validateEnvelope, type Envelope, type MessageState } from '@reach/envelope';
 import type { DomainGrant, RoutesView } from '@reach/routing';
 import { EMPTY_RULES, formatDiagnostic, parseRules, type RuleSet } from '@reach/rules';
@@ -188,7 +188,7 @@ export class LocalReach {
     }
     const details = { message_id: id, status: row?.status ?? this.status(id)?.status ?? 'PENDING' };
     if (row) {
-      const code = row.code !== null && isKnownCode(row.code) ? row.code : 5001;
+      const code = row.code !== null && isKnownCode(row.code) ? row.code : ERROR.INTERNAL;
       throw new ReachError(errorInfo(code).name as ErrorName, row.reason ?? errorInfo(code).description, {
         details: { ...details, http_status: errorInfo(code).httpStatus },
       });

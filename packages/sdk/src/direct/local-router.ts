@@ -1,4 +1,4 @@
-import { ReachError, derivedMessageId } from '@reach/core';
+import { ReachError, derivedMessageId, ERROR } from '@reach/core';
 import type { Envelope, MessageState } from '@reach/envelope';
 import {
   ATTEMPT_HEADER,
@@ -136,7 +136,7 @@ export class LocalRouter {
           );
           return;
         }
-        this.hold(env, attempt, exclude, 2002, 'every candidate is saturated', decision.trace, now + this.d.config.saturationRetryMs);
+        this.hold(env, attempt, exclude, ERROR.SATURATED, 'every candidate is saturated', decision.trace, now + this.d.config.saturationRetryMs);
         return;
       }
       case 'no_route': {
@@ -158,8 +158,8 @@ export class LocalRouter {
       }
       case 'expired': {
         const reason = `expired at ${new Date(env.expire_at ?? now).toISOString()} before it could be routed`;
-        timeline.record(env.message_id, { ...base, state: 'DEAD', agent_id: null, code: 3006, reason, detail: null, parent: parentOf(env) });
-        this.d.receipt(env, { state: 'DEAD', code: 3006, reason });
+        timeline.record(env.message_id, { ...base, state: 'DEAD', agent_id: null, code: ERROR.EXPIRED, reason, detail: null, parent: parentOf(env) });
+        this.d.receipt(env, { state: 'DEAD', code: ERROR.EXPIRED, reason });
         return;
       }
     }
@@ -230,12 +230,12 @@ export class LocalRouter {
         attempt,
         service: 'dead-letter',
         agent_id: null,
-        code: 3006,
+        code: ERROR.EXPIRED,
         reason,
         detail: null,
         parent: parentOf(env),
       });
-      this.d.receipt(env, { state: 'DEAD', code: 3006, reason });
+      this.d.receipt(env, { state: 'DEAD', code: ERROR.EXPIRED, reason });
     });
     this.parked.set(env.message_id, { envelope: env, attempt, exclude, timer });
   }

@@ -1,7 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ReachError, errorInfo } from '@reach/core';
+import { ReachError, errorInfo, ERROR } from '@reach/core';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { CLOSE } from '../agent-socket.js';
 import { LocalReach, type LocalConnection } from './local-reach.js';
 
 /**
@@ -53,7 +54,10 @@ function bearer(req: IncomingMessage): string | undefined {
   return h?.startsWith('Bearer ') ? h.slice('Bearer '.length) : undefined;
 }
 
-const notFound = (what: string): Reply => ({ status: 404, body: { error: { code: 4101, name: 'INVALID_ENVELOPE', message: `${what} not found` } } });
+const notFound = (what: string): Reply => ({
+  status: 404,
+  body: { error: { code: ERROR.INVALID_ENVELOPE, name: 'INVALID_ENVELOPE', message: `${what} not found` } },
+});
 
 async function route(reach: LocalReach, req: IncomingMessage): Promise<Reply> {
   const url = new URL(req.url ?? '/', 'http://local');
@@ -140,11 +144,11 @@ function serveSocket(reach: LocalReach, ws: WebSocket): void {
     try {
       hello = JSON.parse(text) as typeof hello;
     } catch {
-      ws.close(4003, 'the first frame must be hello');
+      ws.close(CLOSE.authFailed, 'the first frame must be hello');
       return;
     }
     if (hello.type !== 'hello' || typeof hello.agent_id !== 'string' || typeof hello.token !== 'string') {
-      ws.close(4003, 'the first frame must be hello');
+      ws.close(CLOSE.authFailed, 'the first frame must be hello');
       return;
     }
     try {

@@ -1,4 +1,4 @@
-import type { Logger } from '@reach/core';
+import { ERROR, type Logger } from '@reach/core';
 import { AgentNode } from '../agent-node.js';
 import { LocalReach, type LocalReachOptions } from '../direct/local-reach.js';
 import type { MessageRow, TimelineEntry } from '../direct/timeline.js';
@@ -109,7 +109,7 @@ async function untilViewsAgree(reach: LocalReach, agents: Iterable<{ node: Agent
         ] as const) {
           for (const name of names) {
             const expected = table[name];
-            if (expected === undefined || expected === 2001) continue; // nothing a stale view could refuse wrongly
+            if (expected === undefined || expected === ERROR.NO_ROUTE) continue; // nothing a stale view could refuse wrongly
             const seen = viewer.node.routeVerdict(name, kind);
             if (seen !== expected) behind.push(`${id}: ${kind} ${name}=${seen ?? 'none'}, LocalReach ${expected}`);
           }

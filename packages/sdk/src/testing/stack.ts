@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { Logger } from '@reach/core';
+import { ERROR, type Logger } from '@reach/core';
 import { AgentNode } from '../agent-node.js';
 import type { AgentNodeOptions, Handler } from '../node-types.js';
 import { ReachClient } from '../reach-client.js';
@@ -196,7 +196,7 @@ export function viewsBehind(nodes: Iterable<AgentNode>, agentId: string, served:
     ] as const) {
       for (const name of names) {
         const verdict = node.routeVerdict(name, kind);
-        if (verdict === undefined || verdict === 2001) behind.push(`${node.agentId ?? '?'}: ${kind} ${name}=${verdict ?? 'none'}`);
+        if (verdict === undefined || verdict === ERROR.NO_ROUTE) behind.push(`${node.agentId ?? '?'}: ${kind} ${name}=${verdict ?? 'none'}`);
       }
     }
   }
