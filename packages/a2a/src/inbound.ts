@@ -1,3 +1,4 @@
+import { A2A_CONTEXT_ID_HEADER, A2A_MESSAGE_ID_HEADER } from '@reach/core';
 import { A2aError } from './errors.js';
 import type { Message, Part, SendMessageRequest } from './wire.js';
 
@@ -7,9 +8,8 @@ import type { Message, Part, SendMessageRequest } from './wire.js';
  * `session_id` (stickiness), `messageId` the idempotency key, the parts the payload.
  */
 
-/** Headers the envelope carries so the handling agent sees the A2A ids it answers. */
-export const A2A_MESSAGE_ID_HEADER = 'a2a-message-id';
-export const A2A_CONTEXT_ID_HEADER = 'a2a-context-id';
+/** Headers the envelope carries so the handling agent sees the A2A ids it answers (named in @reach/core). */
+export { A2A_CONTEXT_ID_HEADER, A2A_MESSAGE_ID_HEADER };
 
 function metadataString(meta: Record<string, unknown> | undefined, ...keys: string[]): string | undefined {
   for (const k of keys) {

@@ -1,18 +1,6 @@
-/**
- * The capability tag grammar (R-A1, R-A2, R-A7) — shared by the registry (validation,
- * index), the router (exact matching) and the SDK (pre-flight checks).
- *
- *   name   = base [ "@" major ]
- *   base   = words [ ":" words ]          verb_object  or  verb:object
- *   words  = word *( "_" word )
- *   word   = [a-z] [a-z0-9]*  (first word)  /  [a-z0-9]+  (later words)
- *   major  = 1*DIGIT
- *
- * Examples: `parse_pdf`, `query:orders`, `query:order_items`, `summarize@2`.
- * Matching is exact on the base (R-B1: `query:orders` never matches `query:order_items`);
- * a pinned major (`summarize@2`) only matches capabilities of that major.
- */
-export const CAPABILITY_NAME_PATTERN = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*(?::[a-z0-9]+(?:_[a-z0-9]+)*)?(?:@(?:0|[1-9][0-9]{0,5}))?$/;
+import { CAPABILITY_NAME_PATTERN } from '@reach/core';
+/** The capability tag grammar (R-A1, R-A2, R-A7): @reach/core's grammar.ts, re-exported for the agents' users. */
+export { CAPABILITY_NAME_PATTERN };
 
 /** Longest accepted capability name (it becomes part of Redis keys and Kafka headers). */
 export const MAX_CAPABILITY_NAME_LENGTH = 128;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { ReachError } from '@reach/core';
+import { ReachError, AGENT_ID_PATTERN, AGENT_TYPE_PATTERN, DOMAIN_PATTERN, TAG_PATTERN } from '@reach/core';
 import type { AgentMetadata, CapabilityMode, Consumption, Endpoints } from '@reach/envelope';
 import { CapabilityModeValues, ConsumptionValues } from '@reach/envelope';
 import { capabilityNameProblem, capabilityNameWarning, majorOf, parseCapabilityName } from './capability-name.js';
@@ -45,11 +45,8 @@ export interface DescriptorRules {
   maxTtlS?: number;
 }
 
-export const AGENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-export const AGENT_TYPE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-export const DOMAIN_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-/** Tags are free-form labels, but one may never hold a comma: tag filters travel comma-separated. */
-export const TAG_PATTERN = /^[^\s,]{1,64}$/;
+/** The descriptor's name grammars: @reach/core's grammar.ts, re-exported for the agents' users. */
+export { AGENT_ID_PATTERN, AGENT_TYPE_PATTERN, DOMAIN_PATTERN, TAG_PATTERN };
 
 const MAX_TAGS = 32;
 const MAX_EXTRA_METADATA = 32;

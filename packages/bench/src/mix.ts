@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
-import { newMessageId, silentLogger } from '@reach/core';
+import { newMessageId, silentLogger, TOKEN_HEADER } from '@reach/core';
 import { createKafka, TOPICS, valueSubject, type Kafka } from '@reach/kafka';
 import { table } from './report.js';
 import { drive, fmt, Samples } from './stats.js';
@@ -133,7 +133,7 @@ export async function mixLoop(o: MixOptions): Promise<MixResult> {
           priority,
           payload: Buffer.from(JSON.stringify({ ph: phase, d: filler })),
         });
-        return { key: env.message_id as string, value: await registry.encode(ingressId, env), headers: { 'reach-token': producerAgent.token } };
+        return { key: env.message_id as string, value: await registry.encode(ingressId, env), headers: { [TOKEN_HEADER]: producerAgent.token } };
       }),
     );
     await producer.send({ topic: TOPICS.ingress.name, acks: -1, messages });

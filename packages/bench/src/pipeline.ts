@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { newMessageId } from '@reach/core';
+import { newMessageId, TOKEN_HEADER } from '@reach/core';
 import { SchemaCodec, type StatusBatch } from '@reach/envelope';
 import { TOPICS, valueSubject, type Consumer, type Kafka, type Producer } from '@reach/kafka';
 import { EnvelopeTemplate, type TemplateFields } from './envelope-template.js';
@@ -202,7 +202,7 @@ export class PipelineRig {
           value = this.template.record(id, this.traceId(), now)!;
         }
         this.tracks.set(id, { sentAt: now, measured, receivedAt: 0, receives: 0, deliveredAt: 0 });
-        messages[i] = { key: id, value, headers: { 'reach-token': this.producerAgent.token } };
+        messages[i] = { key: id, value, headers: { [TOKEN_HEADER]: this.producerAgent.token } };
       }
       if (measured) this.measuredOffered += n;
       const producer = this.producers[this.next++ % this.producers.length]!;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { newMessageId, silentLogger } from '@reach/core';
+import { newMessageId, silentLogger, TOKEN_HEADER } from '@reach/core';
 import { benchEnvelope, heartbeats, raiseQuota, register, type Registered, type StackEndpoints } from '@reach/bench';
 import { SchemaCodec } from '@reach/envelope';
 import { createKafka, createProducer, produceAll, TOPICS, valueSubject, type Producer } from '@reach/kafka';
@@ -94,7 +94,7 @@ export class KafkaLoad implements SteadyLoad {
         topic: TOPICS.ingress.name,
         key: id,
         value: this.codec.encode(INGRESS_SUBJECT, envelope),
-        headers: { 'reach-token': this.sender.token },
+        headers: { [TOKEN_HEADER]: this.sender.token },
       };
       return { id, key, record };
     });

@@ -1,4 +1,6 @@
 export * from './errors.js';
+export * from './headers.js';
+export * from './grammar.js';
 export * from './config.js';
 export * from './ids.js';
 export * from './logger.js';

@@ -173,13 +173,6 @@ export function sameSecret(given: string | undefined, expected: string | undefin
 }
 
 /**
- * Envelope header ingress sets to the verified token's domain (`dom`), overwriting whatever the
- * sender put there, so the router can check security domains (R-A8) without trusting a
- * header the sender could forge.
- */
-export const PRODUCER_DOMAIN_HEADER = 'reach-producer-domain';
-
-/**
  * Remembers tokens whose signature has been verified, so a producer sending thousands of
  * records a second with the same token costs one HMAC per token instead of one per record (the
  * HMAC was ~9 % of ingress's CPU under load). Expiry is still checked on every use, from the

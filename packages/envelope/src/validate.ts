@@ -1,4 +1,4 @@
-import { ReachError, MESSAGE_ID_PATTERN } from '@reach/core';
+import { ReachError, MESSAGE_ID_PATTERN, ENVELOPE_NAME_PATTERN } from '@reach/core';
 import type { Envelope } from './generated/schemas.js';
 import { isJsonContentType } from './json.js';
 import { checkEnvelopeText } from './text.js';
@@ -12,8 +12,6 @@ export interface EnvelopeLimits {
 /** 10000-01-01T00:00:00Z: the first instant a four-digit-year timestamp cannot spell. */
 export const LATEST_EXPIRY = Date.UTC(10000, 0, 1);
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_.:\-@/]{0,199}$/;
-
 function bad(message: string, field: string): ReachError {
   return new ReachError('INVALID_ENVELOPE', message, { details: { field } });
 }
@@ -24,14 +22,14 @@ function bad(message: string, field: string): ReachError {
  */
 export function validateEnvelope(env: Envelope, limits: EnvelopeLimits, now: number = Date.now()): ReachError | undefined {
   if (!MESSAGE_ID_PATTERN.test(env.message_id)) return bad(`message_id ${JSON.stringify(env.message_id)} is not msg_ + ULID`, 'message_id');
-  if (!NAME.test(env.message_type)) return bad('message_type must be a non-empty name of letters, digits and _.:-', 'message_type');
+  if (!ENVELOPE_NAME_PATTERN.test(env.message_type)) return bad('message_type must be a non-empty name of letters, digits and _.:-', 'message_type');
   const targets = [env.capability, env.topic, env.target_agent_id].filter((t) => t !== null && t !== undefined);
   if (targets.length !== 1) {
     return bad(`exactly one of capability, topic, target_agent_id must be set (got ${targets.length})`, 'capability|topic|target_agent_id');
   }
   for (const field of ['capability', 'topic', 'target_agent_id', 'producer', 'reply_to', 'session_id'] as const) {
     const v = env[field];
-    if (v !== null && v !== undefined && !NAME.test(v)) return bad(`${field} ${JSON.stringify(v).slice(0, 80)} is not a valid name`, field);
+    if (v !== null && v !== undefined && !ENVELOPE_NAME_PATTERN.test(v)) return bad(`${field} ${JSON.stringify(v).slice(0, 80)} is not a valid name`, field);
   }
   if (!env.trace_id || env.trace_id.length > 128) return bad('trace_id must be 1–128 characters', 'trace_id');
   for (const field of ['request_id', 'idempotency_key', 'correlation_id'] as const) {

@@ -1,5 +1,5 @@
 import type { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
-import { toReachError, type Logger, type ReachError } from '@reach/core';
+import { toReachError, type Logger, type ReachError, TRACEPARENT_HEADER } from '@reach/core';
 import { NOOP_SPAN, NOOP_TRACER, withTraceparent, type StageSpan, type Tracer } from '@reach/tracing';
 import { produceAll, toInRecord, type InRecord, type OutRecord } from './records.js';
 import { createStageConsumer, DEFAULT_PARTITION_CONCURRENCY, keepBeating, OffsetCommitter, type ConsumerRetryOptions } from './group-consumer.js';
@@ -118,7 +118,7 @@ async function mapOrdered<T, R>(items: readonly T[], concurrency: number, fn: (i
 export function recordSpan(tracer: Tracer, name: string | undefined, record: InRecord): StageSpan {
   if (name === undefined || !tracer.enabled) return NOOP_SPAN;
   return tracer.startSpan(name, {
-    parent: record.headers.traceparent,
+    parent: record.headers[TRACEPARENT_HEADER],
     kind: 'consumer',
     attributes: {
       'messaging.system': 'kafka',
@@ -149,7 +149,7 @@ export async function runStage(opts: RunStageOptions): Promise<RunningStage> {
     try {
       const out = await opts.handle(record, { log, span, fresh: fresh.isFresh(record.topic, record.partition, record.offset) });
       opts.onRecord?.('ok', record, performance.now() - started);
-      return { kind: 'ok', out: withTraceparent(out, record.headers.traceparent, span.traceparent) };
+      return { kind: 'ok', out: withTraceparent(out, record.headers[TRACEPARENT_HEADER], span.traceparent) };
     } catch (err) {
       const error = toReachError(err);
       span.fail(error);

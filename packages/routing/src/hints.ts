@@ -1,21 +1,12 @@
 import type { Envelope } from '@reach/envelope';
 
-/** Kafka record headers on reach.pending.v1 (docs/pipeline.md). */
-export const ATTEMPT_HEADER = 'reach-attempt';
-export const EXCLUDE_HEADER = 'reach-exclude-agents';
-
-/** Envelope headers (the envelope's own `headers` map) the router reads (docs/pipeline.md). */
-export const PREFERRED_AGENT = 'reach-preferred-agent';
-export const ON_SATURATION = 'reach-on-saturation';
-export const CAPABILITY_TAGS = 'reach-capability-tags';
+import { ATTEMPT_HEADER, CAPABILITY_TAGS, EXCLUDE_HEADER, FANOUT_AGENT, FANOUT_PARENT, ON_SATURATION, PREFERRED_AGENT } from '@reach/core';
 
 /**
- * Set by the router on each copy of a topic fan-out: the original message id and the agent the
- * copy belongs to. A retried copy comes back through reach.pending.v1 still carrying its
- * topic; these headers route it to its own subscriber again instead of fanning out anew.
+ * The headers the router reads and writes (Kafka record headers on reach.pending.v1, envelope
+ * headers): named in @reach/core's headers.ts, re-exported here for routing's users.
  */
-export const FANOUT_PARENT = 'reach-fanout-parent';
-export const FANOUT_AGENT = 'reach-fanout-agent';
+export { ATTEMPT_HEADER, CAPABILITY_TAGS, EXCLUDE_HEADER, FANOUT_AGENT, FANOUT_PARENT, ON_SATURATION, PREFERRED_AGENT };
 
 /** What the sender and earlier attempts ask of this routing decision. */
 export interface RouteHints {

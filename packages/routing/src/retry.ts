@@ -1,5 +1,5 @@
+import { ATTEMPT_HEADER, EXCLUDE_HEADER, TRACEPARENT_HEADER } from '@reach/core';
 import type { RetryRequest } from '@reach/envelope';
-import { ATTEMPT_HEADER, EXCLUDE_HEADER } from './hints.js';
 
 /**
  * The reasons of a RetryRequest that holds a message: every candidate saturated (R-B7), or
@@ -24,6 +24,6 @@ export function republishHeaders(req: Pick<RetryRequest, 'attempt' | 'reason' | 
   const headers: Record<string, string> = { [ATTEMPT_HEADER]: String(republishAttempt(req)) };
   const exclude = [...new Set(req.exclude_agent_ids)];
   if (exclude.length > 0) headers[EXCLUDE_HEADER] = exclude.join(',');
-  if (traceparent) headers.traceparent = traceparent;
+  if (traceparent) headers[TRACEPARENT_HEADER] = traceparent;
   return headers;
 }

@@ -1,4 +1,4 @@
-import { ReachError, errorInfo, isKnownCode, type ErrorName } from '@reach/core';
+import { ReachError, errorInfo, isKnownCode, type ErrorName, RETRY_AFTER_HEADER } from '@reach/core';
 import { fetchFor, type ClientTls } from './tls.js';
 
 /**
@@ -75,7 +75,7 @@ export async function requestJson<T = unknown>(url: string, req: JsonRequest = {
       body = text;
     }
   }
-  if (!res.ok && !(req.accept ?? []).includes(res.status)) throw errorFromBody(res.status, body, res.headers.get('retry-after'));
+  if (!res.ok && !(req.accept ?? []).includes(res.status)) throw errorFromBody(res.status, body, res.headers.get(RETRY_AFTER_HEADER));
   return { status: res.status, body: body as T, headers: res.headers };
 }
 

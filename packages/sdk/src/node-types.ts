@@ -13,8 +13,8 @@ export const TASK_RESULT = 'task_result';
 export const EVENT = 'event';
 /** Failure receipts (packages/service-kit receipt.ts): never handed to handlers. */
 export const RECEIPT = 'reach.receipt';
-/** Header the dispatcher puts on a task_result: the handler's `ok` or `error`. */
-export const RESULT_STATUS_HEADER = 'reach-result-status';
+/** Header the dispatcher puts on a task_result: the handler's `ok` or `error` (named in @reach/core). */
+export { RESULT_STATUS_HEADER } from '@reach/core';
 
 export interface AgentNodeOptions {
   /**

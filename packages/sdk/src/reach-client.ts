@@ -1,4 +1,4 @@
-import { ReachError } from '@reach/core';
+import { ReachError, IDEMPOTENCY_KEY_HEADER } from '@reach/core';
 import { joinUrl, listOf, requestJson } from './http.js';
 import { envelopeFields } from './payload.js';
 import { RegistryClient, type AgentInfo, type AgentQuery } from './registry-client.js';
@@ -65,7 +65,7 @@ export class ReachClient {
   async submit(envelope: SendFields, options: SubmitOptions = {}): Promise<SubmitResult> {
     const qs = options.waitMs !== undefined ? `?wait_ms=${Math.max(0, Math.round(options.waitMs))}` : '';
     const headers: Record<string, string> = {};
-    if (options.idempotencyKey) headers['idempotency-key'] = options.idempotencyKey;
+    if (options.idempotencyKey) headers[IDEMPOTENCY_KEY_HEADER] = options.idempotencyKey;
     const res = await requestJson<Partial<SubmitResult>>(joinUrl(this.options.ingressUrl, `/v1/messages${qs}`), {
       method: 'POST',
       token: this.options.token,

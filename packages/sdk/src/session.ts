@@ -1,3 +1,4 @@
+import { CONTEXT_HEADER_PREFIX } from '@reach/core';
 /**
  * Session context fragments (R-G3). A delegated task carries pieces of its caller's
  * context in envelope headers named `reach-context-<name>` (values are strings; JSON is the
@@ -7,7 +8,7 @@
  * gets the fragments it sent merged with the updated ones. Agent-Reach never reads them: they
  * are opaque headers like the payload.
  */
-export const CONTEXT_HEADER_PREFIX = 'reach-context-';
+export { CONTEXT_HEADER_PREFIX };
 
 const FRAGMENT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
 

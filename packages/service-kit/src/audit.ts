@@ -1,4 +1,4 @@
-import { bearer, newId, sameSecret, toReachError, verifyToken, type Logger } from '@reach/core';
+import { bearer, newId, sameSecret, toReachError, verifyToken, type Logger, ACTOR_HEADER } from '@reach/core';
 import type { Pool } from '@reach/store';
 import type { AdminSecrets } from './admin-auth.js';
 import type { Handler, Reply, Request } from './http.js';
@@ -123,7 +123,7 @@ export class AuditLog {
           path: req.path,
           body: (await bodyOf(req)) ?? null,
           // who the caller says it is (the CLI sends cli:<user>): stated, not proven, kept as given
-          ...(typeof req.headers['reach-actor'] === 'string' ? { declared_actor: req.headers['reach-actor'].slice(0, 100) } : {}),
+          ...(typeof req.headers[ACTOR_HEADER] === 'string' ? { declared_actor: req.headers[ACTOR_HEADER].slice(0, 100) } : {}),
         },
         status,
         result: resultOf(status),

@@ -1,4 +1,16 @@
-import { newId, type ReachError } from '@reach/core';
+import {
+  newId,
+  type ReachError,
+  TOKEN_HEADER,
+  TRACEPARENT_HEADER,
+  DLQ_PRODUCER_HEADER,
+  DLQ_CODE_HEADER,
+  DLQ_REASON_HEADER,
+  DLQ_TRACE_ID_HEADER,
+  POISON_ERROR_HEADER,
+  POISON_SERVICE_HEADER,
+  POISON_SOURCE_HEADER,
+} from '@reach/core';
 import type { DeadLetter, DeadLetterReason, Envelope, SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 
@@ -31,7 +43,7 @@ function reasonFor(error: ReachError): DeadLetterReason {
 
 /** Credentials never go into the DLQ (admins read it): the agent token header is dropped. */
 function withoutSecrets(headers: Readonly<Record<string, string>>): Record<string, string> {
-  const { 'reach-token': _token, ...rest } = headers;
+  const { [TOKEN_HEADER]: _token, ...rest } = headers;
   return rest;
 }
 
@@ -72,7 +84,7 @@ export function deadLetterRecord(codec: SchemaCodec, input: DeadLetterInput, now
     source_partition: input.record?.partition ?? input.sourcePosition?.partition ?? -1,
     source_offset: input.record ? Number(input.record.offset) : input.sourcePosition ? Number(input.sourcePosition.offset) : -1,
     attempts: input.attempts ?? 0,
-    producer: env?.producer ?? input.record?.headers['reach-producer'] ?? input.producer ?? null,
+    producer: env?.producer ?? input.record?.headers[DLQ_PRODUCER_HEADER] ?? input.producer ?? null,
     trace_id: env?.trace_id ?? null,
     history_json: input.history === undefined ? null : JSON.stringify(input.history),
     envelope: env,
@@ -91,12 +103,12 @@ export function deadLetterRecord(codec: SchemaCodec, input: DeadLetterInput, now
     key: value.message_id ?? value.dlq_id,
     value: codec.encode(DLQ_SUBJECT, value),
     headers: {
-      'reach-code': String(value.code),
-      'reach-reason': value.reason,
-      ...(value.trace_id ? { 'reach-trace-id': value.trace_id } : {}),
+      [DLQ_CODE_HEADER]: String(value.code),
+      [DLQ_REASON_HEADER]: value.reason,
+      ...(value.trace_id ? { [DLQ_TRACE_ID_HEADER]: value.trace_id } : {}),
       // The failed record's context: a stage's outputs are re-pointed to its span, so the
       // dead-letter service's span becomes a child of the span that gave up.
-      ...(input.record?.headers.traceparent ? { traceparent: input.record.headers.traceparent } : {}),
+      ...(input.record?.headers[TRACEPARENT_HEADER] ? { [TRACEPARENT_HEADER]: input.record.headers[TRACEPARENT_HEADER] } : {}),
     },
   };
 }
@@ -115,9 +127,9 @@ export function poisonRecord(record: InRecord, service: string, err: unknown): O
     value: record.value,
     headers: {
       ...withoutSecrets(record.headers),
-      'reach-poison-error': message.slice(0, 4000),
-      'reach-poison-service': service,
-      'reach-poison-source': `${record.topic}/${record.partition}/${record.offset}`,
+      [POISON_ERROR_HEADER]: message.slice(0, 4000),
+      [POISON_SERVICE_HEADER]: service,
+      [POISON_SOURCE_HEADER]: `${record.topic}/${record.partition}/${record.offset}`,
     },
   };
 }

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { ReachError, toReachError, type Logger } from '@reach/core';
+import { ReachError, toReachError, type Logger, RETRY_AFTER_HEADER } from '@reach/core';
 import type { AuthFailureThrottle } from './auth-throttle.js';
 import { checkAdminClientCert, type ServerTls } from './tls.js';
 
@@ -174,7 +174,7 @@ export class HttpServer {
       checkAdminClientCert(req, this.mtlsAdminToken);
       if (found === undefined && this.starting) {
         const e = new ReachError('DEPENDENCY_UNAVAILABLE', `the service is starting and does not serve ${url.pathname} yet; try again`);
-        reply = { status: e.httpStatus, body: e.toBody(), headers: { 'retry-after': '1' } };
+        reply = { status: e.httpStatus, body: e.toBody(), headers: { [RETRY_AFTER_HEADER]: '1' } };
       } else if (found === undefined) reply = { status: 404, body: { error: { code: 404, name: 'NOT_FOUND', message: `no route ${url.pathname}` } } };
       else if (found === 'method')
         reply = { status: 405, body: { error: { code: 405, name: 'METHOD_NOT_ALLOWED', message: `${req.method} not allowed on ${url.pathname}` } } };
@@ -208,7 +208,7 @@ export class HttpServer {
       reply = {
         status: e.httpStatus,
         body: e.toBody(),
-        ...(e.codeName === 'RATE_LIMITED' && e.details?.retryAfterS ? { headers: { 'retry-after': String(e.details.retryAfterS) } } : {}),
+        ...(e.codeName === 'RATE_LIMITED' && e.details?.retryAfterS ? { headers: { [RETRY_AFTER_HEADER]: String(e.details.retryAfterS) } } : {}),
       };
     }
     // A valid token naming another agent in a field (a body's `producer`) is refused 401 too, but
@@ -242,7 +242,7 @@ export class HttpServer {
     const e = new ReachError('RATE_LIMITED', `too many failed authentications from ${req.socket.remoteAddress}: try again in ${retryAfterS} s`, {
       details: { reason: 'auth_failures', retry_after_s: retryAfterS },
     });
-    return { status: 429, body: e.toBody(), headers: { 'retry-after': String(retryAfterS) } };
+    return { status: 429, body: e.toBody(), headers: { [RETRY_AFTER_HEADER]: String(retryAfterS) } };
   }
 
   async listen(host: string, port: number, opts: ListenOptions = {}): Promise<number> {

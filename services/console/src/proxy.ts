@@ -1,4 +1,4 @@
-import { ReachError } from '@reach/core';
+import { ReachError, RETRY_AFTER_HEADER } from '@reach/core';
 import type { FetchFn } from '@reach/sdk';
 import type { HttpServer, Reply, Request } from '@reach/service-kit';
 import type { UpstreamName } from './upstreams.js';
@@ -52,8 +52,8 @@ async function forward(req: Request, base: string, prefix: string, upstream: Ups
   }
   const text = await res.text();
   const out: Record<string, string> = { 'content-type': res.headers.get('content-type') ?? 'application/json; charset=utf-8', 'cache-control': 'no-store' };
-  const retryAfter = res.headers.get('retry-after');
-  if (retryAfter) out['retry-after'] = retryAfter;
+  const retryAfter = res.headers.get(RETRY_AFTER_HEADER);
+  if (retryAfter) out[RETRY_AFTER_HEADER] = retryAfter;
   return { status: res.status, body: text, text: true, headers: out };
 }
 

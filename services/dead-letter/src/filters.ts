@@ -1,4 +1,4 @@
-import { parseTimeParam, ReachError } from '@reach/core';
+import { parseTimeParam, ReachError, NAME_FILTER_PATTERN } from '@reach/core';
 import type { EntryStatus } from './entry.js';
 
 /** Which entries a list or a bulk replay addresses. */
@@ -23,7 +23,6 @@ export const DEFAULT_RATE_PER_S = 50;
 export const MAX_RATE_PER_S = 10_000;
 
 const STATUSES: readonly EntryStatus[] = ['PARKED', 'REPLAYED', 'PURGED', 'DEAD'];
-const NAME = /^[A-Za-z0-9_.:@/-]{1,200}$/;
 
 function invalid(field: string, message: string): never {
   throw new ReachError('INVALID_ENVELOPE', `${field}: ${message}`, { details: { field } });
@@ -34,7 +33,7 @@ export { parseTimeParam };
 
 function parseName(v: unknown, field: string): string | undefined {
   if (v === undefined || v === null || v === '') return undefined;
-  if (typeof v !== 'string' || !NAME.test(v)) invalid(field, 'must be a name of letters, digits and _.:@/-');
+  if (typeof v !== 'string' || !NAME_FILTER_PATTERN.test(v)) invalid(field, 'must be a name of letters, digits and _.:@/-');
   return v;
 }
 
@@ -126,7 +125,12 @@ export function bulkReplayFromBody(body: unknown): BulkReplayRequest {
   const until = parseTimeParam(b.until, 'until');
   if (until !== undefined) filter.until = until;
   if (b.ids !== undefined) {
-    if (!Array.isArray(b.ids) || b.ids.length === 0 || b.ids.length > MAX_REPLAY_LIMIT || !b.ids.every((i) => typeof i === 'string' && NAME.test(i))) {
+    if (
+      !Array.isArray(b.ids) ||
+      b.ids.length === 0 ||
+      b.ids.length > MAX_REPLAY_LIMIT ||
+      !b.ids.every((i) => typeof i === 'string' && NAME_FILTER_PATTERN.test(i))
+    ) {
       invalid('ids', `must be a non-empty array of at most ${MAX_REPLAY_LIMIT} entry ids`);
     }
     filter.ids = b.ids as string[];

@@ -1,15 +1,10 @@
-import { ReachError, type Logger } from '@reach/core';
+import { ReachError, type Logger, ATTEMPT_HEADER, TOKEN_HEADER, TRACEPARENT_HEADER } from '@reach/core';
 import { TOPICS, produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import { entryJson, replayProblem, type EntryRow } from './entry.js';
 import type { DeadLetterMetrics } from './metrics.js';
 import type { DeadLetterStore } from './store.js';
 import type { BulkReplayRequest } from './filters.js';
 import { NOOP_TRACER, type Tracer } from '@reach/tracing';
-
-/** Kafka headers of a replayed record on reach.ingress.v1 (docs/design.md §2, docs/pipeline.md). */
-export const TOKEN_HEADER = 'reach-token';
-export const ATTEMPT_HEADER = 'reach-attempt';
-export const TRACEPARENT_HEADER = 'traceparent';
 
 /** Why a replay happened: an admin asked, or an agent for a parked message appeared (R-B10). */
 export type ReplayCause = 'manual' | 'bulk' | 'redrive';

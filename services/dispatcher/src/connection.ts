@@ -1,5 +1,5 @@
 import { WebSocket, type RawData } from 'ws';
-import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims, type TokenSecret } from '@reach/core';
+import { ReachError, newId, toReachError, verifyToken, type Logger, type TokenClaims, type TokenSecret, TOKEN_HEADER } from '@reach/core';
 import { envelopeFromJson, validateEnvelope, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject } from '@reach/kafka';
 import { AnswerTime, ackWindowOf, entryTooLateToSend, renewedAtSend } from './deadline-holds.js';
@@ -339,7 +339,7 @@ export class AgentConnection {
       const envelope = envelopeFromJson(frame.envelope, { producer: this.agentId!, ...(traceparent ? { traceparent } : {}) });
       const invalid = validateEnvelope(envelope, { maxPayloadBytes: this.host.config.maxPayloadBytes });
       if (invalid) throw invalid;
-      const headers: Record<string, string> = { 'reach-token': this.token };
+      const headers: Record<string, string> = { [TOKEN_HEADER]: this.token };
       if (traceparent) headers.traceparent = traceparent;
       const record = {
         topic: TOPICS.ingress.name,

@@ -1,6 +1,6 @@
 import { Agent, request } from 'undici';
 import { A2A_PROTOCOL_VERSION } from '@reach/a2a';
-import type { Logger } from '@reach/core';
+import { A2A_VERSION_HEADER, PUSH_AGENT_ID_HEADER, PUSH_SEQ_HEADER, TRACEPARENT_HEADER, type Logger } from '@reach/core';
 import { a2aExchange } from './a2a-push.js';
 import type { DispatcherMetrics } from './metrics.js';
 
@@ -146,7 +146,7 @@ export class HttpPusher {
       method: 'POST',
       dispatcher: this.pool,
       body,
-      headers: { 'content-type': 'application/json', ...headers, ...(job.traceparent ? { traceparent: job.traceparent } : {}) },
+      headers: { 'content-type': 'application/json', ...headers, ...(job.traceparent ? { [TRACEPARENT_HEADER]: job.traceparent } : {}) },
       signal: AbortSignal.timeout(this.opts.timeoutMs),
     });
     const chunks: Buffer[] = [];
@@ -163,7 +163,7 @@ export class HttpPusher {
   /** An A2A agent: SendMessage, then GetTask polls while it works (a2a-push.ts). */
   private a2a(job: PushJob): Promise<PushOutcome> {
     return a2aExchange(job.frame, job.skill, {
-      post: (body) => this.post(job, JSON.stringify(body), { accept: 'application/json', 'a2a-version': A2A_PROTOCOL_VERSION }),
+      post: (body) => this.post(job, JSON.stringify(body), { accept: 'application/json', [A2A_VERSION_HEADER]: A2A_PROTOCOL_VERSION }),
       progress: () => this.opts.onProgress?.(job) ?? Promise.resolve(false),
       sleep: (ms) =>
         new Promise<void>((resolve) => {
@@ -192,7 +192,7 @@ export class HttpPusher {
   }
 
   private async http(job: PushJob): Promise<PushOutcome> {
-    const { status, text } = await this.post(job, job.frame, { 'reach-agent-id': job.agent, 'reach-seq': String(job.seq) });
+    const { status, text } = await this.post(job, job.frame, { [PUSH_AGENT_ID_HEADER]: job.agent, [PUSH_SEQ_HEADER]: String(job.seq) });
     return classifyPushResponse(status, text);
   }
 

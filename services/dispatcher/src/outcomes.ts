@@ -1,4 +1,4 @@
-import { HAND_BACK_CODE, ReachError, type Logger, ERROR } from '@reach/core';
+import { HAND_BACK_CODE, ReachError, type Logger, ERROR, RESULT_STATUS_HEADER, TOKEN_HEADER, TRACEPARENT_HEADER } from '@reach/core';
 import { checkResult, envelopeFromJson, toStorableText, validateEnvelope, type Envelope, type EnvelopeJson, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
 import { receiptRecord, statusRecord } from '@reach/service-kit';
@@ -27,9 +27,6 @@ import type { SentLedger } from './sent-ledger.js';
  * produce as the outcome.
  */
 const INGRESS_SUBJECT = valueSubject(TOPICS.ingress.name);
-
-/** Envelope header telling the requester whether the handler succeeded. */
-export const RESULT_STATUS_HEADER = 'reach-result-status';
 
 export interface ResultInput {
   message_id: string;
@@ -285,7 +282,7 @@ export class Outcomes {
         key: reply.session_id ?? reply.message_id,
         value: this.d.codec.encode(INGRESS_SUBJECT, reply),
         // The reply continues the trace: the agent's own context, else the delivery's.
-        headers: { 'reach-token': token, ...traceHeader(r.traceparent ?? ctx.tp ?? undefined) },
+        headers: { [TOKEN_HEADER]: token, ...traceHeader(r.traceparent ?? ctx.tp ?? undefined) },
       });
       replyId = reply.message_id;
     }
@@ -369,5 +366,5 @@ export class Outcomes {
 }
 
 function traceHeader(traceparent: string | undefined): Record<string, string> {
-  return traceparent ? { traceparent } : {};
+  return traceparent ? { [TRACEPARENT_HEADER]: traceparent } : {};
 }

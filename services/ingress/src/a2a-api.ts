@@ -18,7 +18,7 @@ import {
   type Task,
   type TaskState,
 } from '@reach/a2a';
-import { bearer, toReachError, type Logger, type ReachError, ERROR } from '@reach/core';
+import { bearer, toReachError, type Logger, type ReachError, ERROR, A2A_VERSION_HEADER } from '@reach/core';
 import { envelopeFromJson, type AgentRecord, type Envelope, type SchemaCodec } from '@reach/envelope';
 import type { Producer } from '@reach/kafka';
 import { statusRecord, type HttpServer, type Reply, type Request } from '@reach/service-kit';
@@ -74,8 +74,6 @@ export interface A2aDeps {
 
 type RpcId = string | number | null;
 
-const VERSION_HEADER = 'a2a-version';
-
 /**
  * How long CancelTask waits for the tracker to write the message's end before it answers from
  * the cancel mark alone (docs/a2a.md: the tracker lags by some 100 ms in normal operation).
@@ -111,7 +109,7 @@ export function checkVersion(asked: string | undefined): void {
 }
 
 function rpcReply(id: RpcId, result: unknown): Reply {
-  return { status: 200, body: { jsonrpc: '2.0', id, result }, headers: { [VERSION_HEADER]: A2A_PROTOCOL_VERSION } };
+  return { status: 200, body: { jsonrpc: '2.0', id, result }, headers: { [A2A_VERSION_HEADER]: A2A_PROTOCOL_VERSION } };
 }
 
 function rpcError(id: RpcId, err: A2aError): Reply {
@@ -120,7 +118,7 @@ function rpcError(id: RpcId, err: A2aError): Reply {
   return {
     status,
     body: { jsonrpc: '2.0', id, error: err.toJsonRpc() },
-    headers: { [VERSION_HEADER]: A2A_PROTOCOL_VERSION, ...(status === 401 ? { 'www-authenticate': 'Bearer' } : {}) },
+    headers: { [A2A_VERSION_HEADER]: A2A_PROTOCOL_VERSION, ...(status === 401 ? { 'www-authenticate': 'Bearer' } : {}) },
   };
 }
 
@@ -175,7 +173,7 @@ export function registerA2aApi(d: A2aDeps): void {
   };
   const live = (): AgentRecord[] => [...d.agents()].filter(d.isLive);
 
-  const cardReply = (body: unknown): Reply => ({ status: 200, body, headers: { 'cache-control': 'max-age=10', [VERSION_HEADER]: A2A_PROTOCOL_VERSION } });
+  const cardReply = (body: unknown): Reply => ({ status: 200, body, headers: { 'cache-control': 'max-age=10', [A2A_VERSION_HEADER]: A2A_PROTOCOL_VERSION } });
   d.http.route('GET', '/.well-known/agent-card.json', (req) => cardReply(systemCard(baseUrl(req), live(), d.version)));
   d.http.route('GET', `${A2A_CAPABILITY_PREFIX}{capability}/.well-known/agent-card.json`, (req) => {
     const card = capabilityCard(baseUrl(req), req.params.capability!, live(), d.version);
@@ -278,7 +276,7 @@ export function registerA2aApi(d: A2aDeps): void {
     const first: StreamEvent = resume ? { id: lastEventId!.trim(), event: { task }, final: false } : { id: String(position), event: { task }, final: terminal };
     return {
       status: 200,
-      headers: { ...SSE_HEADERS, [VERSION_HEADER]: A2A_PROTOCOL_VERSION },
+      headers: { ...SSE_HEADERS, [A2A_VERSION_HEADER]: A2A_PROTOCOL_VERSION },
       stream: (res) =>
         streamTask(res, {
           read: d.read,
@@ -432,7 +430,7 @@ export function registerA2aApi(d: A2aDeps): void {
       } catch (err) {
         throw a2aErrorOf(toReachError(err));
       }
-      checkVersion(header(req, VERSION_HEADER) ?? req.query.get('A2A-Version') ?? undefined);
+      checkVersion(header(req, A2A_VERSION_HEADER) ?? req.query.get('A2A-Version') ?? undefined);
       return { who, token, lastEventId: header(req, 'last-event-id') };
     },
     sendMessage,

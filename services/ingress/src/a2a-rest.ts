@@ -1,4 +1,4 @@
-import { ERROR } from '@reach/core';
+import { ERROR, A2A_VERSION_HEADER } from '@reach/core';
 import { A2A_CAPABILITY_PREFIX, A2A_ERRORS, A2A_PROTOCOL_VERSION, A2A_REST_PATH, A2A_REST_SUFFIX, A2aError, type A2aErrorName } from '@reach/a2a';
 import type { HttpServer, Reply, Request } from '@reach/service-kit';
 import type { A2aOps } from './a2a-ops.js';
@@ -30,7 +30,7 @@ const HTTP_OF: Record<A2aErrorName, [number, string]> = {
   VersionNotSupportedError: [400, 'FAILED_PRECONDITION'],
 };
 
-const JSON_HEADERS = { 'content-type': 'application/a2a+json', 'a2a-version': A2A_PROTOCOL_VERSION };
+const JSON_HEADERS = { 'content-type': 'application/a2a+json', [A2A_VERSION_HEADER]: A2A_PROTOCOL_VERSION };
 
 /** `TaskNotFoundError` → `TASK_NOT_FOUND` (spec §11.6). */
 export function reasonOf(name: string): string {

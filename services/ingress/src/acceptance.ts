@@ -1,4 +1,16 @@
-import { errorInfo, isKnownCode, type ErrorName, MESSAGE_ID_PATTERN, PRODUCER_DOMAIN_HEADER, ReachError, toReachError, type Logger } from '@reach/core';
+import {
+  errorInfo,
+  isKnownCode,
+  type ErrorName,
+  MESSAGE_ID_PATTERN,
+  PRODUCER_DOMAIN_HEADER,
+  ReachError,
+  toReachError,
+  type Logger,
+  ATTEMPT_HEADER,
+  TOKEN_HEADER,
+  ENVELOPE_NAME_PATTERN,
+} from '@reach/core';
 import { validateEnvelope, type DeadLetterReason, type Envelope, type MessageState, type SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
@@ -13,9 +25,6 @@ import { withBudgetFrom, type ReplayChains } from './replay-chain.js';
 import { traceparentFor } from './traceparent.js';
 
 const PENDING_SUBJECT = valueSubject(TOPICS.pending.name);
-
-/** The header of reach.ingress.v1 records that carries the producing agent's token (docs/design.md §2). */
-export const TOKEN_HEADER = 'reach-token';
 
 /** The producer a refusal is counted against when neither a token nor an envelope names one. */
 export const UNKNOWN_PRODUCER = '(unknown)';
@@ -40,9 +49,6 @@ export interface Submission {
    */
   readonly attempt?: number | undefined;
 }
-
-/** The header of reach.ingress.v1 records that carries a replay's attempt (docs/pipeline.md). */
-export const ATTEMPT_HEADER = 'reach-attempt';
 
 /** The PENDING detail field that holds where a replay's budget starts (ISO time; docs/pipeline.md). */
 export const BUDGET_FROM_DETAIL = 'budget_from';
@@ -76,9 +82,6 @@ export interface AcceptorDeps {
   /** Clears what the pipeline remembers of a replayed message's earlier chain (replay-chain.ts). */
   replayChains?: Pick<ReplayChains, 'start'>;
 }
-
-// The names validateEnvelope accepts for agent ids: a receipt is only addressed to one of them.
-const AGENT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:\-@/]{0,199}$/;
 
 /** The consumed record without the producer's token: DLQ entries are kept and shown to admins. */
 function withoutToken(record: InRecord): InRecord {
@@ -343,7 +346,7 @@ export class Acceptor {
     else if (identity !== undefined) original = { ...env, producer: identity, reply_to: null };
     else original = { ...env, reply_to: null };
     const target = original.reply_to ?? original.producer;
-    if (!AGENT_NAME.test(target) || target === ADMIN_PRODUCER) return undefined;
+    if (!ENVELOPE_NAME_PATTERN.test(target) || target === ADMIN_PRODUCER) return undefined;
     try {
       return receiptRecord(this.deps.codec, original, { state: 'REJECTED', code: error.code, reason: error.message }, now);
     } catch (err) {

@@ -1,4 +1,15 @@
-import { bearer, errorInfo, isKnownCode, ReachError, toReachError, type Logger, ERROR } from '@reach/core';
+import {
+  bearer,
+  errorInfo,
+  isKnownCode,
+  ReachError,
+  toReachError,
+  type Logger,
+  ERROR,
+  IDEMPOTENCY_KEY_HEADER,
+  RETRY_AFTER_HEADER,
+  TRACEPARENT_HEADER,
+} from '@reach/core';
 import { envelopeFromJson } from '@reach/envelope';
 import { produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import type { HttpServer, Reply, Request } from '@reach/service-kit';
@@ -146,8 +157,8 @@ export function registerMessageApi(d: MessageApiDeps): void {
     const token = bearer(req.headers.authorization);
     const principal = d.auth.authenticate(token);
     const requestedWait = parseWaitMs(req.query.get('wait_ms'));
-    const traceparent = header(req, 'traceparent');
-    const idempotencyKey = header(req, 'idempotency-key');
+    const traceparent = header(req, TRACEPARENT_HEADER);
+    const idempotencyKey = header(req, IDEMPOTENCY_KEY_HEADER);
     const now = Date.now();
     const envelope = envelopeFromJson(await req.json(), {
       producer: principal.agentId,
@@ -167,7 +178,8 @@ export function registerMessageApi(d: MessageApiDeps): void {
         const refusal = new ReachError(error.codeName, error.message, { details: { ...error.details, message_id: envelope.message_id } });
         // Over quota (4129): 429 with Retry-After, the seconds until the bucket holds a token again.
         const retryAfterS = error.details?.retry_after_s;
-        if (typeof retryAfterS === 'number') return { status: refusal.httpStatus, body: refusal.toBody(), headers: { 'retry-after': String(retryAfterS) } };
+        if (typeof retryAfterS === 'number')
+          return { status: refusal.httpStatus, body: refusal.toBody(), headers: { [RETRY_AFTER_HEADER]: String(retryAfterS) } };
         throw refusal;
       }
       case 'duplicate': {

@@ -1,8 +1,8 @@
-import { toReachError, type OptionKey } from '@reach/core';
+import { toReachError, type OptionKey, ATTEMPT_HEADER, TOKEN_HEADER } from '@reach/core';
 import type { Envelope } from '@reach/envelope';
 import { produceAll, TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
 import { PeriodicJob, type ServiceContext } from '@reach/service-kit';
-import { ATTEMPT_HEADER, attemptFromHeader, TOKEN_HEADER, type Acceptor } from './acceptance.js';
+import { attemptFromHeader, type Acceptor } from './acceptance.js';
 import type { IngressMetrics } from './metrics.js';
 import { RefusalFlood } from './refusal-flood.js';
 

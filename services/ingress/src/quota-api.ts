@@ -1,4 +1,4 @@
-import { ReachError } from '@reach/core';
+import { ReachError, ACTOR_HEADER } from '@reach/core';
 import { adminOnly, type AdminSecrets, type AuditLog, type HttpServer, type Reply, type Request } from '@reach/service-kit';
 import { checkAgentId, parseQuotaBody, quotaJson } from './quota-limits.js';
 import type { QuotaOverrides } from './quota-overrides.js';
@@ -18,7 +18,7 @@ const MAX_LIST_LIMIT = 1000;
 const ACTOR = /^[A-Za-z0-9_.:@/ -]{1,100}$/;
 
 function actor(req: Request): string {
-  const v = req.headers['reach-actor'];
+  const v = req.headers[ACTOR_HEADER];
   const raw = Array.isArray(v) ? v[0] : v;
   return raw !== undefined && ACTOR.test(raw) ? `admin (${raw})` : 'admin';
 }

@@ -1,4 +1,4 @@
-import { ReachError } from '@reach/core';
+import { ReachError, ENVELOPE_NAME_PATTERN } from '@reach/core';
 
 /** A producer's quota (R-D7): a token bucket refilled at `ratePerS`, holding at most `burst`. */
 export interface QuotaLimit {
@@ -12,15 +12,12 @@ export const MIN_RATE_PER_S = 0.001;
 export const MAX_RATE_PER_S = 1_000_000;
 export const MAX_BURST = 10_000_000;
 
-// The names validateEnvelope accepts as producers: a quota can only be set for one of them.
-const AGENT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:\-@/]{0,199}$/;
-
 function invalid(field: string, message: string): never {
   throw new ReachError('INVALID_ENVELOPE', `${field}: ${message}`, { details: { field } });
 }
 
 export function checkAgentId(agentId: string): string {
-  if (!AGENT_NAME.test(agentId)) invalid('agent_id', 'must be an agent id (letters, digits and _.:-@/, at most 200 characters)');
+  if (!ENVELOPE_NAME_PATTERN.test(agentId)) invalid('agent_id', 'must be an agent id (letters, digits and _.:-@/, at most 200 characters)');
   return agentId;
 }
 

@@ -1,6 +1,6 @@
 import { isA2aAgent } from '@reach/a2a';
 import { leaseDurationMs, qosScore, statusForLoad } from '@reach/agents';
-import type { Logger } from '@reach/core';
+import { A2A_VERSION_HEADER, type Logger } from '@reach/core';
 import type { AgentRecord } from '@reach/envelope';
 import type { Redis } from '@reach/store';
 import type { AgentFeed } from './agent-feed.js';
@@ -38,13 +38,13 @@ export function cardUrlOf(record: AgentRecord): string {
 /** Is the agent alive? Its card loads and its JSON-RPC endpoint answers a JSON-RPC response. */
 export async function probeA2aAgent(record: AgentRecord, timeoutMs: number): Promise<{ alive: true } | { alive: false; why: string }> {
   try {
-    const card = await fetch(cardUrlOf(record), { headers: { 'a2a-version': '1.0' }, signal: AbortSignal.timeout(timeoutMs) });
+    const card = await fetch(cardUrlOf(record), { headers: { [A2A_VERSION_HEADER]: '1.0' }, signal: AbortSignal.timeout(timeoutMs) });
     if (card.status !== 200) return { alive: false, why: `card: HTTP ${card.status}` };
     const body = (await card.json()) as { skills?: unknown };
     if (!Array.isArray(body.skills)) return { alive: false, why: 'card: not an Agent Card' };
     const rpc = await fetch(record.endpoints.http!, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
+      headers: { 'content-type': 'application/json', [A2A_VERSION_HEADER]: '1.0' },
       body: JSON.stringify({ jsonrpc: '2.0', id: 'reach-probe', method: 'GetTask', params: { id: 'reach-probe-no-such-task' } }),
       signal: AbortSignal.timeout(timeoutMs),
     });

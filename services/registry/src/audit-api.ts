@@ -1,4 +1,4 @@
-import { parseTimeParam, ReachError } from '@reach/core';
+import { parseTimeParam, ReachError, NAME_FILTER_PATTERN } from '@reach/core';
 import type { HttpServer, Reply, Request } from '@reach/service-kit';
 import type { Pool } from '@reach/store';
 import { adminOnly, type AuthSecrets, type RevocationCheck } from './auth.js';
@@ -33,7 +33,6 @@ interface Row {
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 1000;
-const NAME = /^[A-Za-z0-9_.:@/-]{1,200}$/;
 const RESULTS = new Set(['ok', 'denied', 'failed']);
 
 function invalid(field: string, message: string): never {
@@ -49,7 +48,7 @@ export function auditQuery(q: URLSearchParams): { where: string; params: unknown
   for (const field of ['action', 'actor'] as const) {
     const v = q.get(field);
     if (v === null || v === '') continue;
-    if (!NAME.test(v)) invalid(field, 'must be a name of letters, digits and _.:@/-');
+    if (!NAME_FILTER_PATTERN.test(v)) invalid(field, 'must be a name of letters, digits and _.:@/-');
     params.push(v);
     clauses.push(`${field} = $${params.length}`);
   }

@@ -1,5 +1,5 @@
-import { DOMAIN_PATTERN, invalidRegistration } from '@reach/agents';
-import type { Logger } from '@reach/core';
+import { invalidRegistration } from '@reach/agents';
+import { DOMAIN_PATTERN, type Logger } from '@reach/core';
 import type { AuditLog, HttpServer, Reply, Request } from '@reach/service-kit';
 import { adminOnly, type AuthSecrets, type RevocationCheck } from './auth.js';
 import type { GrantFeed } from './grant-feed.js';

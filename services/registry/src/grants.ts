@@ -1,4 +1,5 @@
-import { DOMAIN_PATTERN, invalidRegistration, parseCapabilityName } from '@reach/agents';
+import { DOMAIN_PATTERN } from '@reach/core';
+import { invalidRegistration, parseCapabilityName } from '@reach/agents';
 
 /** What a grant allows: from_domain → to_domain, for one capability or (null) all of them. */
 export interface DomainGrant {

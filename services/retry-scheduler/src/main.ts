@@ -1,4 +1,4 @@
-import { ERROR } from '@reach/core';
+import { ERROR, TRACEPARENT_HEADER } from '@reach/core';
 import type { RetryRequest } from '@reach/envelope';
 import { runDelayStage, TOPICS, valueSubject } from '@reach/kafka';
 import { deadLetterRecord, forMessage, runService, type ServiceContext } from '@reach/service-kit';
@@ -70,13 +70,13 @@ async function start(ctx: ServiceContext<(typeof OPTIONS)[number]>): Promise<voi
       // The wait on reach.retry.v1, from the request's append to its re-publication (R-F1).
       const span = ctx.tracer.enabled
         ? ctx.tracer.startSpan('retry_wait', {
-            parent: record.headers.traceparent,
+            parent: record.headers[TRACEPARENT_HEADER],
             traceId: req.envelope.trace_id,
             startTime: Number(record.timestamp),
             attributes: { 'reach.message_id': req.message_id, 'reach.attempt': req.attempt, 'reach.retry.kind': kind, 'reach.retry.code': req.code },
           })
         : NOOP_SPAN;
-      const out = republish(republishCtx, req, record, now, span.traceparent ?? record.headers.traceparent);
+      const out = republish(republishCtx, req, record, now, span.traceparent ?? record.headers[TRACEPARENT_HEADER]);
       if (out[0]?.topic !== TOPICS.pending.name) {
         const code = req.envelope.expire_at !== null && now >= req.envelope.expire_at ? ERROR.EXPIRED : ERROR.BUDGET_EXCEEDED;
         expired.inc({ code: String(code), source: 'due' });

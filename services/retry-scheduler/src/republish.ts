@@ -1,6 +1,6 @@
 import type { RetryRequest, SchemaCodec } from '@reach/envelope';
 import { TOPICS, valueSubject, type InRecord, type OutRecord } from '@reach/kafka';
-import { ReachError } from '@reach/core';
+import { ReachError, TRACEPARENT_HEADER } from '@reach/core';
 import { budgetDeadlineAt, FANOUT_PARENT, isHold, republishAttempt, republishHeaders, type BudgetPolicy } from '@reach/routing';
 import { deadLetterRecord, receiptRecord, statusRecord } from '@reach/service-kit';
 
@@ -66,7 +66,7 @@ export function republish(
   req: RetryRequest,
   record: InRecord,
   now: number = Date.now(),
-  traceparent: string | undefined = record.headers.traceparent,
+  traceparent: string | undefined = record.headers[TRACEPARENT_HEADER],
 ): OutRecord[] {
   const dead = outOfBudget(ctx, req, record, now);
   if (dead) return dead;

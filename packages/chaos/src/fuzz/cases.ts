@@ -1,4 +1,4 @@
-import { newMessageId } from '@reach/core';
+import { newMessageId, IDEMPOTENCY_KEY_HEADER, TRACEPARENT_HEADER } from '@reach/core';
 import { Random, randomBytes, randomJson, randomString } from './random.js';
 
 /**
@@ -96,8 +96,8 @@ export function httpCase(r: Random, capability: string): HttpCase {
   }
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (r.chance(0.05)) headers['content-type'] = r.pick(['text/plain', 'application/x-www-form-urlencoded', '', 'application/json; charset=latin1']);
-  if (r.chance(0.1)) headers['idempotency-key'] = headerSafe(randomString(r, 80));
-  if (r.chance(0.1)) headers.traceparent = headerSafe(r.chance(0.5) ? randomString(r, 60) : `00-${'0'.repeat(32)}-${'0'.repeat(16)}-01`);
+  if (r.chance(0.1)) headers[IDEMPOTENCY_KEY_HEADER] = headerSafe(randomString(r, 80));
+  if (r.chance(0.1)) headers[TRACEPARENT_HEADER] = headerSafe(r.chance(0.5) ? randomString(r, 60) : `00-${'0'.repeat(32)}-${'0'.repeat(16)}-01`);
   const query = r.chance(0.03) ? `?wait_ms=${r.pick(['0', '-1', '500', 'abc', '1e3', '99999999'])}` : '';
   let text: string | Buffer = JSON.stringify(body);
   const shape = r.next();

@@ -1,5 +1,5 @@
 import WebSocket from 'ws';
-import { silentLogger, ERROR } from '@reach/core';
+import { silentLogger, ERROR, RETRY_AFTER_HEADER, TOKEN_HEADER } from '@reach/core';
 import { forEachLimit, heartbeats, raiseQuota, register, type Registered, type StackEndpoints } from '@reach/bench';
 import { SchemaCodec } from '@reach/envelope';
 import { createKafka, createProducer, produceAll, TOPICS, valueSubject, type OutRecord } from '@reach/kafka';
@@ -177,7 +177,7 @@ export async function runFuzz(o: FuzzOptions, progress: (line: string) => void =
         bump(kafkaSurface.outcomes, 'not encodable: sent as bad Avro');
       }
       if (typeof env.message_id === 'string' && env.message_id.startsWith('msg_')) kafkaIds.push(env.message_id);
-      batch.push({ topic: TOPICS.ingress.name, key: String(env.message_id), value, headers: { 'reach-token': r.chance(0.03) ? 'garbage' : producer.token } });
+      batch.push({ topic: TOPICS.ingress.name, key: String(env.message_id), value, headers: { [TOKEN_HEADER]: r.chance(0.03) ? 'garbage' : producer.token } });
     }
     await produceAll(kafkaProducer, batch);
   }
@@ -406,7 +406,7 @@ async function canaryMessage(s: StackEndpoints, producer: Registered, capability
   let res = await post();
   // The bad-token cases may have this address throttled for the rest of its window: wait it out.
   if (!(res instanceof Error) && res.status === 429) {
-    const waitS = Number(res.headers.get('retry-after')) || 60;
+    const waitS = Number(res.headers.get(RETRY_AFTER_HEADER)) || 60;
     await new Promise((r) => setTimeout(r, waitS * 1000 + 500));
     res = await post();
   }

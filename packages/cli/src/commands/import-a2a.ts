@@ -1,3 +1,4 @@
+import { A2A_VERSION_HEADER } from '@reach/core';
 import { descriptorFromCard } from '@reach/a2a';
 import { adminCall, adminFailure } from '../admin-api.js';
 import { printJson } from '../api.js';
@@ -22,7 +23,7 @@ export async function importA2a(args: ImportA2aArgs): Promise<number> {
     process.stderr.write('usage: reach agents import-a2a <agent-card-url> [--agent-id ID] [--domain D] [--max-concurrency N] [--ttl S]\n');
     return 2;
   }
-  const res = await fetch(args.cardUrl, { headers: { 'a2a-version': '1.0' } });
+  const res = await fetch(args.cardUrl, { headers: { [A2A_VERSION_HEADER]: '1.0' } });
   if (!res.ok) {
     process.stderr.write(`✘ ${args.cardUrl}: HTTP ${res.status}\n`);
     return 1;

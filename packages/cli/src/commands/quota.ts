@@ -1,3 +1,4 @@
+import { ACTOR_HEADER } from '@reach/core';
 import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import { adminCall, adminFailure } from '../admin-api.js';
@@ -27,7 +28,7 @@ function actor(): string {
   }
 }
 
-const call = <T>(method: string, path: string, body?: unknown): Promise<T> => adminCall<T>('ingress', method, path, body, { 'reach-actor': actor() });
+const call = <T>(method: string, path: string, body?: unknown): Promise<T> => adminCall<T>('ingress', method, path, body, { [ACTOR_HEADER]: actor() });
 
 const row = (q: Quota) => ({
   agent_id: q.agent_id,

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ReachError, errorInfo, ERROR } from '@reach/core';
+import { ReachError, errorInfo, ERROR, IDEMPOTENCY_KEY_HEADER } from '@reach/core';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { CLOSE } from '../agent-socket.js';
 import { LocalReach, type LocalConnection } from './local-reach.js';
@@ -93,7 +93,7 @@ async function route(reach: LocalReach, req: IncomingMessage): Promise<Reply> {
   // ingress
   if (is('POST', 'v1', 'messages')) {
     const body = (await jsonBody(req)) as Record<string, unknown>;
-    const key = req.headers['idempotency-key'];
+    const key = req.headers[IDEMPOTENCY_KEY_HEADER];
     const fields = typeof key === 'string' ? { ...body, idempotency_key: key } : body;
     const waitMs = url.searchParams.has('wait_ms') ? Number(url.searchParams.get('wait_ms')) : undefined;
     const producer = reach.agentOfToken(token);
