@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { acceptsNewWork } from '@reach/agents';
 import type { AgentRecord } from '@reach/envelope';
 import { startTableView, TOPICS, valueSubject } from '@reach/kafka';
-import { AuditLog, runService, scheduleRetention, type ServiceContext } from '@reach/service-kit';
+import { AuditLog, RevokedTokenView, runService, scheduleRetention, type ServiceContext } from '@reach/service-kit';
 import { createRedis, TablePurger } from '@reach/store';
 import { Acceptor } from './acceptance.js';
 import { registerA2aApi } from './a2a-api.js';
@@ -21,7 +21,6 @@ import { Quotas } from './quotas.js';
 import { ReadModel } from './read-model.js';
 import { RecentMessages } from './recent.js';
 import { ResultWaiter } from './result-waiter.js';
-import { RevocationView } from './revocations.js';
 
 // ingress: validation, auth, quotas, idempotency and the public message API (docs/design.md §1, §2, §3).
 const OPTIONS = [
@@ -56,7 +55,7 @@ function packageVersion(): string {
 
 async function start(ctx: ServiceContext<Key, 'tokenKeys'>): Promise<void> {
   const { config } = ctx;
-  const revocations = new RevocationView(ctx.pg, ctx.log);
+  const revocations = new RevokedTokenView(ctx.pg, ctx.log);
   await revocations.start();
   ctx.onShutdown(() => revocations.stop());
 

@@ -1,7 +1,7 @@
-import { parseArgs } from 'node:util';
 import { adminCall, adminFailure } from '../admin-api.js';
 import { printJson, usageError } from '../api.js';
 import { table } from '../output.js';
+import { parseSubcommand } from '../subcommand.js';
 
 /**
  * `reach dlq list|show|replay|purge …` (docs/design.md §5): the dead-letter admin API (docs/design.md §3) on
@@ -56,34 +56,24 @@ export function sourceText(source: unknown): string {
 
 /** The bin's entry point for `reach dlq …`; returns the exit status. */
 export async function dlqCommand(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        json: { type: 'boolean', default: false },
-        reason: { type: 'string' },
-        capability: { type: 'string' },
-        status: { type: 'string' },
-        since: { type: 'string' },
-        until: { type: 'string' },
-        limit: { type: 'string' },
-        cursor: { type: 'string' },
-        'dry-run': { type: 'boolean', default: false },
-        rate: { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-  } catch (err) {
-    return usageError(`${(err as Error).message}\n\n${DLQ_USAGE}`);
-  }
+  const parsed = parseSubcommand(
+    argv,
+    {
+      reason: { type: 'string' },
+      capability: { type: 'string' },
+      status: { type: 'string' },
+      since: { type: 'string' },
+      until: { type: 'string' },
+      limit: { type: 'string' },
+      cursor: { type: 'string' },
+      'dry-run': { type: 'boolean', default: false },
+      rate: { type: 'string' },
+    },
+    DLQ_USAGE,
+  );
+  if (typeof parsed === 'number') return parsed;
   const { values: v, positionals } = parsed;
   const [sub, id] = positionals;
-  if (v.help || sub === undefined) {
-    process.stdout.write(DLQ_USAGE + '\n');
-    return sub === undefined && !v.help ? 2 : 0;
-  }
   try {
     switch (sub) {
       case 'list': {

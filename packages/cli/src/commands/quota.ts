@@ -1,9 +1,9 @@
 import { ACTOR_HEADER } from '@reach/core';
 import { userInfo } from 'node:os';
-import { parseArgs } from 'node:util';
 import { adminCall, adminFailure } from '../admin-api.js';
 import { printJson, usageError } from '../api.js';
 import { table } from '../output.js';
+import { parseSubcommand } from '../subcommand.js';
 
 /**
  * `reach quota set|get|list|reset …` (docs/design.md §5, R-D7): per-producer quota overrides
@@ -41,28 +41,10 @@ const row = (q: Quota) => ({
 
 /** The bin's entry point for `reach quota …`; returns the exit status. */
 export async function quotaCommand(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        json: { type: 'boolean', default: false },
-        burst: { type: 'string' },
-        limit: { type: 'string' },
-        after: { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-  } catch (err) {
-    return usageError(`${(err as Error).message}\n\n${QUOTA_USAGE}`);
-  }
+  const parsed = parseSubcommand(argv, { burst: { type: 'string' }, limit: { type: 'string' }, after: { type: 'string' } }, QUOTA_USAGE);
+  if (typeof parsed === 'number') return parsed;
   const { values: v, positionals } = parsed;
   const [sub, agent, rate] = positionals;
-  if (v.help || sub === undefined) {
-    process.stdout.write(QUOTA_USAGE + '\n');
-    return sub === undefined && !v.help ? 2 : 0;
-  }
   const path = (id: string) => `/v1/quotas/${encodeURIComponent(id)}`;
   try {
     switch (sub) {

@@ -1,9 +1,9 @@
-import { parseArgs } from 'node:util';
 import { benchRules, formatDiagnostic, loadRulesFile } from '@reach/rules';
 import { readFile } from 'node:fs/promises';
 import { adminCall, adminFailure } from '../admin-api.js';
 import { printJson, usageError } from '../api.js';
 import { table } from '../output.js';
+import { parseSubcommand } from '../subcommand.js';
 
 /**
  * `reach rules check|explain|bench …` (docs/design.md §5): the ReachRule file checked offline
@@ -16,22 +16,10 @@ export const RULES_USAGE = `  reach rules check <file> [--json]    validate a ru
   reach rules bench [--json]           compiled rule matcher vs a first-match scan, 10 to 10,000 rules`;
 
 export async function rulesCommand(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: { json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
-    });
-  } catch (err) {
-    return usageError(`${(err as Error).message}\n\n${RULES_USAGE}`);
-  }
+  const parsed = parseSubcommand(argv, {}, RULES_USAGE);
+  if (typeof parsed === 'number') return parsed;
   const { values, positionals } = parsed;
   const [sub, file] = positionals;
-  if (values.help || sub === undefined) {
-    process.stdout.write(RULES_USAGE + '\n');
-    return values.help ? 0 : 2;
-  }
   switch (sub) {
     case 'check':
       if (file === undefined) return usageError(`reach rules check needs a file\n\n${RULES_USAGE}`);
