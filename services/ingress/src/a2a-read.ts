@@ -1,7 +1,6 @@
-import { ReachError } from '@reach/core';
 import type { TaskRow, TimelineEntry } from '@reach/a2a';
 import { resultFromJsonb, type Pool, type QueryResultRow } from '@reach/store';
-import type { MessageRow } from './read-model.js';
+import { queryReadModel, type MessageRow } from './read-model.js';
 
 /**
  * The read-model queries of the A2A bridge (docs/a2a.md): a task is a message row (with its
@@ -36,12 +35,8 @@ export interface TaskPageQuery {
 export class A2aReadModel {
   constructor(private readonly pg: Pool) {}
 
-  private async query<R extends QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
-    try {
-      return (await this.pg.query<R>(sql, params)).rows;
-    } catch (err) {
-      throw new ReachError('DEPENDENCY_UNAVAILABLE', `message read model unavailable: ${(err as Error).message}`, { cause: err });
-    }
+  private query<R extends QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
+    return queryReadModel<R>(this.pg, sql, params);
   }
 
   private async rows(sql: string, params: unknown[]): Promise<A2aRow[]> {

@@ -65,16 +65,20 @@ export const MAX_LISTED_COPIES = 200;
 /** The largest number of messages one trace answer lists. */
 export const TRACE_LIMIT = 1000;
 
+/** Rows of a read-model query; a failed query is the dependency's fault (5002, retryable), not the caller's. */
+export async function queryReadModel<R extends QueryResultRow>(pg: Pool, sql: string, params: unknown[]): Promise<R[]> {
+  try {
+    return (await pg.query<R>(sql, params)).rows;
+  } catch (err) {
+    throw new ReachError('DEPENDENCY_UNAVAILABLE', `message read model unavailable: ${(err as Error).message}`, { cause: err });
+  }
+}
+
 export class ReadModel {
   constructor(private readonly pg: Pool) {}
 
-  /** A failed query is the dependency's fault (5002, retryable), not the caller's. */
-  private async query<R extends QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
-    try {
-      return (await this.pg.query<R>(sql, params)).rows;
-    } catch (err) {
-      throw new ReachError('DEPENDENCY_UNAVAILABLE', `message read model unavailable: ${(err as Error).message}`, { cause: err });
-    }
+  private query<R extends QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
+    return queryReadModel<R>(this.pg, sql, params);
   }
 
   /** Message rows, with each result as the agent sent it (resultFromJsonb). */
