@@ -1,5 +1,5 @@
 import { DueDrivenJob, type WakeAlarm } from '@reach/service-kit';
-import type { Logger } from '@reach/core';
+import { ERROR, type Logger } from '@reach/core';
 import { produceAll, type OutRecord, type Producer } from '@reach/kafka';
 import type { Claimed, DeadlineClaims } from './deadlines.js';
 import { envelopeOfEntry, headOf, parseHead, parseWaitingEntry } from './entry.js';
@@ -156,10 +156,10 @@ export class DeadlineSweeper {
           envelope,
           head,
           ...(lost === undefined
-            ? { code: 3002, reason: `no ack from ${agent} for seq ${seq} by its deadline` }
+            ? { code: ERROR.ACK_TIMEOUT, reason: `no ack from ${agent} for seq ${seq} by its deadline` }
             : lost.stoppedGracefully
-              ? { code: 1002, reason: `${agent} stopped (closed with 1000) before it answered seq ${seq}`, handedBack: true }
-              : { code: 1002, reason: `the connection of ${agent} closed before it acked seq ${seq}, and it did not reconnect in time` }),
+              ? { code: ERROR.CONNECTION_CLOSED, reason: `${agent} stopped (closed with 1000) before it answered seq ${seq}`, handedBack: true }
+              : { code: ERROR.CONNECTION_CLOSED, reason: `the connection of ${agent} closed before it acked seq ${seq}, and it did not reconnect in time` }),
           failureRetryable: true,
           detail: lost === undefined ? { seq, swept_at: deadline } : { seq, swept_at: deadline, lost_at: new Date(lost.at).toISOString() },
           seq,
@@ -209,7 +209,7 @@ export class DeadlineSweeper {
           agent,
           envelope: waiting.envelope(),
           head,
-          code: 2002,
+          code: ERROR.SATURATED,
           reason: `waited ${waitedMs} ms in the ${LANES[lane]} lane for a free slot of ${agent} (max_concurrency) until its time ran out`,
           failureRetryable: true,
           detail: { lane: LANES[lane], waited_ms: waitedMs },

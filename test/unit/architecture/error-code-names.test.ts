@@ -16,7 +16,6 @@ const ALLOWED: Record<string, { numbers: number[]; why: string }> = {
   'services/dispatcher/src/protocol.ts': { numbers: [1001], why: 'WebSocket close code GOING_AWAY (RFC 6455), not an error code' },
   'packages/sdk/src/agent-socket.ts': { numbers: [1001], why: 'WebSocket close code goingAway (RFC 6455), not an error code' },
   // Being edited elsewhere (the dispatcher's deadline work); its codes get names when that lands.
-  'services/dispatcher/src/deadline-sweeper.ts': { numbers: [1002, 2002, 3002], why: 'left for the concurrent deadline-sweeper change' },
 };
 
 function sourceFiles(dir: string): string[] {
