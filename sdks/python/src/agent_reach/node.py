@@ -12,25 +12,6 @@ ack / reject / result, progress), and sends, publishes and requests over the sam
         return {"pages": 3}  # the result
 
     asyncio.run(node.run())  # register, heartbeat, connect; SIGTERM / Ctrl-C drains and deregisters
-
-The node is a facade: the public API, the lifecycle (start, stop, signals) and the events. Its
-parts (lease.py, connection.py, sender.py, delivery_runner.py) talk through the callbacks wired
-in ``__init__``::
-
-                        reconnect, refresh_token
-      ┌────────────┐ ──────────────────────────────▶ ┌──────────────────────┐    frames
-      │ AgentLease │                                 │ DispatcherConnection │ ◀──────────▶ dispatcher
-      └────────────┘ ◀────────────────────────────── └──────────────────────┘
-        │      ▲      register() after a refusal        │ deliver    ▲ answers    ▲ send frames
-        ▼      │ load()                                 ▼            │            │
-      registry │                                node._on_deliver node._send_frame │
-      ┌────────┴───────┐   accept (the others)      │     │          ▲       ┌────┴────────┐
-      │ DeliveryRunner │ ◀──────────────────────────┘     │          │       │ AgentSender │ ◀── send(), request()
-      │                │ ── ack, reject, result ──────────┼──────────┘       │             │
-      └────────────────┘                                  └── settle ──────▶ │             │ ──▶ PendingRequests
-                                                        (receipts, replies)  └─────────────┘
-
-The connection keeps the RoutesView current (routes frames); the sender reads it.
 """
 
 from __future__ import annotations
@@ -40,30 +21,71 @@ import logging
 import random as _random
 import signal
 import ssl
-from typing import Any, Callable, Literal, Mapping, TypeVar, overload
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping, TypeVar, cast, overload
+from urllib.parse import urlsplit, urlunsplit
 
-from .agent_socket import AgentSocket
-from .backoff import RECONNECT_BACKOFF, Backoff
-from .connection import DispatcherConnection, _ws_url
+from . import frames
+from .agent_socket import CLOSE_AUTH_FAILED, CLOSE_DUPLICATE, AgentSocket
+from .backoff import RECONNECT_BACKOFF, Backoff, reconnect_delay
 from .dedupe import DedupeOptions
+from .early_beat import EarlyBeat
 from .delivery_runner import DeliveryRunner
 from .direct import shared_local_reach
 from .env import connection_from_env
-from .errors import AgentReplacedError, ReachError
-from .frames import AgentFrame, Deliver
+from .errors import AgentReplacedError, NonRetryableError, ReachError, error_for_code
+from .frames import Accepted, AgentFrame, Deliver, ErrorFrame, Routes, ServerFrame, TokenRefreshed
 from .http import JsonHttp
-from .lease import AgentLease
-from .message import AgentDescriptor, LoadReport, Registration
+from .ids import new_id, new_message_id
+from .message import AgentDescriptor, CapabilitySpec, LoadReport, Message, Receipt, Registration
 from .mode import mode_of
+from .payload import envelope_fields
 from .pending_requests import PendingRequests, Reply
 from .reach_client import ReachClient
 from .registry_client import RegistryClient
 from .routes_view import RouteKind, RoutesView
-from .sender import EVENT, AgentSender
+from .session import context_to_headers
+from .token_expiry import refresh_delay, token_lifetime
+
+TASK_REQUEST = "task_request"
+TASK_RESULT = "task_result"
+EVENT = "event"
+#: Failure receipts: never handed to handlers.
+RECEIPT = "reach.receipt"
+
+#: Answers kept while disconnected; beyond this the oldest go (the dispatcher retries their deliveries).
+MAX_OUTBOX = 10_000
+# How long an answer (result, ack, reject) written to the socket stays "unsure": if the connection drops
+# within this time it is written again on the next one. A dispatcher killed with SIGKILL loses
+# the frames it had read but not acted on, and hello.last_seq keeps the new one from replaying
+# those deliveries, so unanswered they would run again on another agent. An answer the
+# dispatcher did take is harmless twice (its seq is gone: ignored). A result goes again with its
+# ack: an ack re-sent alone would make the message DELIVERED without its result. Same as the
+# TypeScript SDK.
+UNSURE_ANSWER_S = 5.0
+#: A failed token renewal is tried again this soon (the old token still has a fifth of its life).
+TOKEN_REFRESH_RETRY_S = 5.0
 
 State = Literal["new", "starting", "running", "stopping", "stopped"]
 H = TypeVar("H", bound=Callable[..., Any])
 Listener = Callable[[Any], None]
+
+
+@dataclass(slots=True)
+class _PendingSend:
+    frame: AgentFrame
+    future: asyncio.Future[str]
+    #: The socket it was written to; None while it waits for a connection.
+    socket: AgentSocket | None = None
+
+
+def _ws_url(url: str) -> str:
+    parts = urlsplit(url)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+    path = parts.path if parts.path not in ("", "/") else "/v1/connect"
+    return urlunsplit((scheme, parts.netloc, path, parts.query, parts.fragment))
 
 
 class AgentNode:
@@ -109,64 +131,30 @@ class AgentNode:
         #: Direct mode without endpoints (arguments or AGENT_REACH_*_URL): the process's own local control plane's, at start().
         self._join_local = self._mode == "direct" and registry_url is None and dispatcher_url is None and not env.explicit_endpoints
         self._registry_url = registry_url or env.registry_url
+        self._url = _ws_url(dispatcher_url or env.dispatcher_url)
         self._ingress_url = ingress_url or env.ingress_url
+        self._token = token or env.token
         self._ssl_context = ssl_context or env.ssl_context
+        self._descriptor = dict(descriptor)
         self._log = logger or logging.getLogger("agent_reach")
+        self._connect_timeout = connect_timeout
+        self._ping_interval = ping_interval
+        self._idle_timeout = idle_timeout
+        self._backoff = reconnect
         self._drain_timeout = drain_timeout
+        self._send_timeout = send_timeout
+        self._request_timeout = request_timeout
+        self._token_refresh_ratio = token_refresh_ratio
         self._handle_signals = handle_signals
-        described = dict(descriptor)
-        max_concurrency = int((described.get("metadata") or {}).get("max_concurrency", 10))
-        self._state: State = "new"
-        self._listeners: dict[str, list[Listener]] = {}
-        self._requests = PendingRequests()
-        self._preflight = preflight
-        #: What this agent can reach, from the dispatcher's ``routes`` frames (pre-flight, R-G6).
-        self._routes = RoutesView()
-        self._lease = AgentLease(
-            described,
-            token=token or env.token,
-            token_refresh_ratio=token_refresh_ratio,
-            max_concurrency=max_concurrency,
-            log=self._log,
-            state=lambda: self._state,
-            load=lambda: self.load(),  # node.load(), looked up each time: a heartbeat reports what it says
-            running=lambda: self._runner.running,
-            on_registered=self._on_registered,
-            fire=self._fire,
-            connection=lambda: self._connection,
-        )
-        self._connection = DispatcherConnection(
-            _ws_url(dispatcher_url or env.dispatcher_url),
-            lease=self._lease,
-            log=self._log,
-            state=lambda: self._state,
-            ssl_context=self._ssl_context,
-            connect_timeout=connect_timeout,
-            ping_interval=ping_interval,
-            idle_timeout=idle_timeout,
-            backoff=reconnect,
-            random=random,
-            routes=self._routes,
-            preflight=preflight,
-            on_deliver=lambda d: self._on_deliver(d),
-            on_replaced=self._on_replaced,
-            fire=self._fire,
-        )
-        self._sender = AgentSender(
-            connection=self._connection,
-            lease=self._lease,
-            requests=self._requests,
-            routes=self._routes,
-            preflight=preflight,
-            send_timeout=send_timeout,
-            request_timeout=request_timeout,
-            token=token or env.token,
-            state=lambda: self._state,
-            fire=self._fire,
-        )
+        self._random = random
+        metadata = self._descriptor.get("metadata") or {}
+        max_concurrency = int(metadata.get("max_concurrency", 10))
+        self._beating = False
+        #: A heartbeat as soon as the load crosses the busy line, not half a lease later.
+        self._early_beat = EarlyBeat(max_concurrency=max_concurrency, running=lambda: self._runner.running, beat=self._beat_early)
         self._runner = DeliveryRunner(
             max_concurrency=max_concurrency,
-            on_load_changed=self._lease.load_changed,
+            on_load_changed=self._early_beat.changed,
             dedupe=dedupe,
             report_progress=report_progress,
             log=self._log,
@@ -174,11 +162,34 @@ class AgentNode:
             send=self._send_frame,
             api=self,
         )
+        self._requests = PendingRequests()
+        self._preflight = preflight
+        #: What this agent can reach, from the dispatcher's ``routes`` frames (pre-flight, R-G6).
+        self._routes = RoutesView()
+        self._sends: dict[str, _PendingSend] = {}
+        self._listeners: dict[str, list[Listener]] = {}
+        self._outbox: deque[AgentFrame] = deque()
+        # acks and rejects written lately: (frame, socket, monotonic time)
+        self._unsure: deque[tuple[AgentFrame, AgentSocket, float]] = deque()
+        self._state: State = "new"
+        self._registration: Registration | None = None
+        self._capabilities: list[CapabilitySpec] = []
+        self._socket: AgentSocket | None = None
+        #: The highest seq received (acked, running or queued here): sent as hello.last_seq.
+        self._last_seq = 0
+        self._needs_register = False
         self._replaced = False
+        self._heartbeat_every = 0.0
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._refresh_task: asyncio.Task[None] | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._renewal_lock: asyncio.Lock | None = None
+        self._token_refreshed: asyncio.Future[str] | None = None
         self._stopping: asyncio.Future[None] | None = None
         self._stopped: asyncio.Event | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._http: JsonHttp | None = None
+        self._registry: RegistryClient | None = None
         self._signals: list[signal.Signals] = []
 
     # ── declaring what the agent does ──────────────────────────────────────────────────────
@@ -230,12 +241,12 @@ class AgentNode:
     @property
     def agent_id(self) -> str | None:
         """The agent id the registry gave (None before start())."""
-        return self._lease.registration.agent_id if self._lease.registration else None
+        return self._registration.agent_id if self._registration else None
 
     @property
     def token(self) -> str | None:
         """The current agent token (for the HTTP API or Kafka ingress)."""
-        return self._lease.registration.token if self._lease.registration else None
+        return self._registration.token if self._registration else None
 
     @property
     def connected(self) -> bool:
@@ -270,15 +281,17 @@ class AgentNode:
             raise RuntimeError(f"AgentNode.start() called twice (state {self._state})")
         self._state = "starting"
         self._stopped = asyncio.Event()
+        self._renewal_lock = asyncio.Lock()
         if self._join_local:
             local = await asyncio.to_thread(shared_local_reach)
-            self._registry_url, self._connection.url, self._ingress_url = local.registry_url, _ws_url(local.dispatcher_url), local.ingress_url
+            self._registry_url, self._url, self._ingress_url = local.registry_url, _ws_url(local.dispatcher_url), local.ingress_url
         self._http = JsonHttp(ssl_context=self._ssl_context)
-        self._lease.attach(RegistryClient(self._registry_url, self._http))
-        self._lease.declare(self._runner.capability_names, self._runner.topic_names)
+        self._registry = RegistryClient(self._registry_url, self._http)
+        self._capabilities = self._declared_capabilities()
         try:
-            await self._lease.register()
-            await self._connection.connect()
+            await self._register()
+            self._start_heartbeat()
+            await self._connect()
         except BaseException as err:
             self._log.error("agent failed to start: %s", err)
             # stop() may have been called meanwhile: one shutdown, whoever started it.
@@ -335,7 +348,38 @@ class AgentNode:
         ``preflight=True`` checks a capability or topic against the local routes view first
         (R-G6): 2001, 2003 or 3001 without sending (a message with ``expire_at``, which the
         router parks instead, only for 2003)."""
-        return await self._sender.send({**(fields or {}), **more}, preflight)
+        if self._state in ("stopping", "stopped"):
+            raise ReachError("CONNECTION_CLOSED", "the agent node is stopped")
+        given = {**(fields or {}), **more}
+        targets = [t for t in ("capability", "topic", "target_agent_id") if given.get(t)]
+        if len(targets) != 1:
+            raise NonRetryableError("INVALID_ENVELOPE", f"exactly one of capability, topic, target_agent_id must be set (got {len(targets)})")
+        if preflight and self._preflight:
+            # A message with expire_at may wait for an agent: the router parks it rather than refuse it.
+            may_wait = given.get("expire_at") is not None
+            refused = (
+                self._routes.refusal("capability", str(given["capability"]), may_wait=may_wait)
+                if given.get("capability")
+                else self._routes.refusal("topic", str(given["topic"]), may_wait=may_wait)
+                if given.get("topic")
+                else None
+            )
+            if refused is not None:
+                raise refused
+        client_ref = new_id("ref")
+        # The id is chosen here so a request can wait for its answer before the send completes.
+        envelope = envelope_fields({**given, "message_id": given.get("message_id") or new_message_id()})
+        if self.agent_id:
+            envelope["producer"] = self.agent_id
+        pending = _PendingSend(frames.send(client_ref, envelope), asyncio.get_running_loop().create_future())
+        self._sends[client_ref] = pending
+        self._write_send(pending)
+        try:
+            return await asyncio.wait_for(pending.future, self._send_timeout)
+        except TimeoutError:
+            raise ReachError("CONNECT_TIMEOUT", f"the dispatcher did not accept message {envelope['message_id']} within {self._send_timeout} s") from None
+        finally:
+            self._sends.pop(client_ref, None)
 
     async def publish(
         self,
@@ -423,25 +467,48 @@ class AgentNode:
         correlated by the request's message id. Raises 2001 at once when the registry knows no
         live agent of the capability (``preflight``), 3002 on timeout (seconds; also sent as the
         envelope's timeout_ms), or the code of a failure receipt."""
-        return await self._sender.request_reply(
-            capability,
-            payload,
-            timeout=timeout,
-            context=context,
-            headers=headers,
-            preflight=preflight,
-            session_id=session_id,
-            priority=priority,
-            idempotency_key=idempotency_key,
-            trace_id=trace_id,
-            traceparent=traceparent,
-            tags=tags,
-        )
+        agent_id = self.agent_id
+        if not agent_id:
+            raise ReachError("CONNECTION_CLOSED", "request() needs a started node (reply_to is this agent)")
+        if preflight and self._preflight:
+            # The local view when the dispatcher sent one (no round trip), else the registry.
+            refused = self._routes.refusal("capability", capability)
+            if refused is not None:
+                raise refused
+            if self._routes.verdict("capability", capability) is None and not await self._registry_offers(capability):
+                raise NonRetryableError("NO_ROUTE", f"no live agent offers {capability}", details={"capability": capability})
+        wait = self._request_timeout if timeout is None else timeout
+        message_id = new_message_id()
+        fragments = dict(context or {})
+        reply = self._requests.wait(message_id, capability, fragments, wait)
+        try:
+            await self.send(
+                message_id=message_id,
+                message_type=TASK_REQUEST,
+                capability=capability,
+                payload=payload,
+                reply_to=agent_id,
+                timeout_ms=int(wait * 1000),
+                headers={**(headers or {}), **context_to_headers(fragments)},
+                session_id=session_id,
+                priority=priority,
+                idempotency_key=idempotency_key,
+                trace_id=trace_id,
+                traceparent=traceparent,
+                tags=tags,
+            )
+        except BaseException:
+            self._requests.forget(message_id)
+            raise
+        return await reply
 
     async def can_reach(self, name: str, kind: RouteKind = "capability") -> bool:
         """Would a message to ``name`` be routed now? From the local routes view (ONLINE,
         connected, domain allowed, circuit not open) once there is one, else from the registry."""
-        return await self._sender.can_reach(name, kind)
+        verdict = self._routes.verdict(kind, name)
+        if verdict is not None:
+            return verdict == 0
+        return await self._registry_offers(name) if kind == "capability" else True
 
     def route_verdict(self, name: str, kind: RouteKind = "capability") -> int | None:
         """The local routes view's verdict: 0 routable, else the refusal code; None until the first view."""
@@ -455,38 +522,386 @@ class AgentNode:
             return "off"
         return "ready" if self._routes.ready else "waiting"
 
-    # ── between the parts ──────────────────────────────────────────────────────────────────
+    async def _registry_offers(self, capability: str) -> bool:
+        assert self._registry is not None, "can_reach() needs a started node"
+        agents = await self._registry.list(capability=capability, token=self.token or self._token)
+        return any((a.get("status") or "ONLINE") == "ONLINE" for a in agents)
 
-    @property
-    def _registry(self) -> RegistryClient | None:
-        """The registry client (from start() on), the lease's."""
-        return self._lease.registry
-
-    @property
-    def _socket(self) -> AgentSocket | None:
-        """The open connection, the connection's."""
-        return self._connection.socket
-
-    def _send_frame(self, frame: AgentFrame) -> None:
-        """The runner's answers (ack, reject, result, progress) go out through here."""
-        self._connection.send_frame(frame)
-
-    def _on_registered(self, reg: Registration, previous: Registration | None) -> None:
-        if previous and reg.agent_id != previous.agent_id:
-            self._connection.restart_stream()
-        self._fire("registered", {"agent_id": reg.agent_id, "lease_id": reg.lease_id})
-
-    def _on_deliver(self, d: Deliver) -> None:
-        m = d.message
-        log = logging.LoggerAdapter(self._log, {"agent_id": self.agent_id, "message_id": m.message_id, "trace_id": m.trace_id, "seq": d.seq})
-        if self._sender.settle(d, log):
-            self._runner.ack(d)
-        else:
-            self._runner.accept(d, log)
+    # ── registration, heartbeats, token renewal ────────────────────────────────────────────
 
     def _before_start(self, what: str) -> None:
         if self._state != "new":
             raise RuntimeError(f"{what}() must be called before start(): capabilities are registered at start")
+
+    def _declared_capabilities(self) -> list[CapabilitySpec]:
+        by_name: dict[str, CapabilitySpec] = {}
+        for c in self._descriptor.get("capabilities") or []:
+            spec = CapabilitySpec(name=c, mode="handle") if isinstance(c, str) else cast(CapabilitySpec, {"mode": "handle", **c})
+            by_name[spec["name"]] = spec
+        handled, subscribed = set(self._runner.capability_names), set(self._runner.topic_names)
+        for name in self._runner.capability_names:
+            by_name.setdefault(name, {"name": name, "mode": "handle"})
+        for name in self._runner.topic_names:
+            by_name.setdefault(name, {"name": name, "mode": "subscribe"})
+        for spec in by_name.values():
+            served = spec["name"] in (subscribed if spec.get("mode") == "subscribe" else handled)
+            if not served:
+                self._log.warning("capability %s declared without a handler: its deliveries will be rejected", spec["name"])
+        return list(by_name.values())
+
+    async def _register(self) -> Registration:
+        assert self._registry is not None
+        previous = self._registration
+        descriptor: dict[str, Any] = {**self._descriptor, "capabilities": self._capabilities}
+        # Re-registering under the same id replaces the record atomically and keeps the delivery stream.
+        agent_id = previous.agent_id if previous else self._descriptor.get("agent_id")
+        if agent_id:
+            descriptor["agent_id"] = agent_id
+        reg = await self._register_with_best_token(descriptor, previous)
+        if previous and reg.agent_id != previous.agent_id:
+            self._log.warning("the registry gave a new agent id %s (was %s); the delivery stream starts over", reg.agent_id, previous.agent_id)
+            self._last_seq = 0
+        self._registration = reg
+        self._schedule_token_refresh()
+        self._log.info("%s agent %s (lease %s, heartbeat every %.1f s)", "re-registered" if previous else "registered", reg.agent_id, reg.lease_id, reg.heartbeat_interval_ms / 1000)
+        if not previous:
+            for w in reg.warnings:
+                self._log.warning("registry: %s", w.get("message"))
+        self._fire("registered", {"agent_id": reg.agent_id, "lease_id": reg.lease_id})
+        return reg
+
+    async def _register_with_best_token(self, descriptor: dict[str, Any], previous: Registration | None) -> Registration:
+        """Re-registering an existing id needs the agent's own token (or the admin token): the
+        enrollment token may only create ids, so nobody hijacks a live agent. The current token
+        goes first while it is valid; the configured token is the fallback (e.g. after expiry)."""
+        assert self._registry is not None
+        own = None
+        if previous is not None:
+            life = token_lifetime(previous.token)
+            if life is None or life.expires_at > time.time() + 1:
+                own = previous.token
+        tokens = list(dict.fromkeys(t for t in (own, self._token) if t))
+        if not tokens:
+            return await self._registry.register(descriptor)
+        for i, token in enumerate(tokens):
+            try:
+                return await self._registry.register(descriptor, token)
+            except ReachError as err:
+                if i == len(tokens) - 1 or err.name != "AUTH_FAILED":
+                    raise
+                self._log.warning("registration refused the agent token (%s); trying the configured token", err.message)
+        raise AssertionError("unreachable")
+
+    def _start_heartbeat(self) -> None:
+        """Heartbeats come from their own task, independent of deliveries, so running handlers never delay them."""
+        assert self._registration is not None
+        every = self._registration.heartbeat_interval_ms / 1000
+        if self._heartbeat_task is not None and every == self._heartbeat_every:
+            return
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+        self._heartbeat_every = every
+        self._heartbeat_task = asyncio.create_task(self._heartbeat_loop(every))
+
+    async def _heartbeat_loop(self, every: float) -> None:
+        next_at = time.monotonic()
+        while True:
+            next_at += every
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            await self._beat(timeout=max(1.0, min(10.0, every)))
+
+    def _beat_early(self) -> bool:
+        """EarlyBeat's heartbeat: False while one is on its way (it tries again after its gap)."""
+        if self._registration is None or self._state != "running":
+            return True  # nothing to tell
+        if self._beating:
+            return False
+        self._background_task(self._beat(timeout=max(1.0, min(10.0, self._heartbeat_every or 10.0))))
+        return True
+
+    async def _beat(self, timeout: float) -> None:
+        reg = self._registration
+        if reg is None or self._registry is None:
+            return
+        load = self.load()
+        self._early_beat.sent(load["current_load"])
+        self._beating = True
+        try:
+            await asyncio.wait_for(self._registry.heartbeat(reg.agent_id, reg.token, load), timeout)
+        except TimeoutError:
+            self._log.warning("heartbeat of %s timed out", reg.agent_id)
+        except ReachError as err:
+            if err.name == "AUTH_FAILED" or err.details.get("http_status") in (404, 410):
+                # The lease is gone (expired while we were away) or the token was refused: register again.
+                self._log.warning("heartbeat refused (%s); re-registering", err)
+                self._background_task(self._renew("the heartbeat was refused"))
+            else:
+                self._log.warning("heartbeat of %s failed: %s", reg.agent_id, err)
+        finally:
+            self._beating = False
+
+    def _schedule_token_refresh(self, delay: float | None = None) -> None:
+        assert self._registration is not None
+        wait = refresh_delay(self._registration.token, time.time(), self._token_refresh_ratio) if delay is None else delay
+        old = self._refresh_task
+        if old is not None and old is not asyncio.current_task():
+            old.cancel()
+        self._refresh_task = asyncio.create_task(self._refresh_after(wait))
+
+    async def _refresh_after(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await self._renew("the token nears expiry")
+
+    async def _renew(self, why: str) -> None:
+        """Renews the token without dropping the connection: re-register (which issues a new
+        token), then hand the new token to the open connection (``refresh_token`` →
+        ``token_refreshed``). Without an open connection the reconnect loop does both. A
+        failed re-registration is tried again shortly while the old token still lives; once it
+        has expired the dispatcher closes the connection (4003) and the reconnect loop
+        re-registers."""
+        assert self._renewal_lock is not None
+        if self._state != "running" or self._renewal_lock.locked():
+            return
+        async with self._renewal_lock:
+            if self._reconnect_task is not None or not self.connected:
+                self._reconnect(re_register=True, immediate=True)
+                return
+            self._log.info("%s: re-registering and renewing the token on the open connection", why)
+            try:
+                await self._register()  # schedules the next renewal
+                self._start_heartbeat()
+            except Exception as err:
+                self._log.warning("token renewal failed (%s); trying again in %.0f s", err, TOKEN_REFRESH_RETRY_S)
+                self._schedule_token_refresh(TOKEN_REFRESH_RETRY_S)
+                return
+            socket = self._socket
+            assert self._registration is not None
+            confirmed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            self._token_refreshed = confirmed
+            if socket is None or not socket.send(frames.refresh_token(self._registration.token)):
+                self._reconnect(re_register=False, immediate=True)
+                return
+            try:
+                expires_at = await asyncio.wait_for(asyncio.shield(confirmed), 10)
+            except TimeoutError:
+                self._log.warning("the dispatcher did not confirm the renewed token; at expiry it closes the connection (4003) and the node reconnects")
+                return
+            except ReachError as err:
+                self._log.warning("the dispatcher refused the renewed token (%s); the node reconnects", err)
+                return
+            finally:
+                self._token_refreshed = None
+            self._log.info("token renewed on connection %s (expires %s)", socket.connection_id, expires_at)
+            self._fire("token_refreshed", {"connection_id": socket.connection_id, "expires_at": expires_at})
+
+    # ── the connection ─────────────────────────────────────────────────────────────────────
+
+    async def _connect(self) -> None:
+        reg = self._registration
+        assert reg is not None
+        socket = await AgentSocket.open(
+            self._url,
+            frames.hello(reg.agent_id, reg.token, self._last_seq),
+            connect_timeout=self._connect_timeout,
+            ping_interval=self._ping_interval,
+            idle_timeout=self._idle_timeout,
+            log=self._log,
+            ssl_context=self._ssl_context,
+        )
+        if self._state in ("stopping", "stopped"):
+            await socket.close(1000, "agent stopping")
+            raise ReachError("CONNECTION_CLOSED", "the node stopped while connecting")
+        self._socket = socket
+        resume_from = socket.welcome.resume_from
+        if resume_from is not None and resume_from < self._last_seq:
+            # The dispatcher's counter is behind ours (its state was lost): it replays everything
+            # from resume_from, and new deliveries count on from there.
+            self._log.warning("the dispatcher resumes from seq %d, before our last_seq %d", resume_from, self._last_seq)
+            self._last_seq = resume_from
+        socket.start(self._on_frame, self._on_socket_close)
+        # What an earlier connection's dispatcher said is forgotten: no verdict until this one's full view.
+        self._routes.reset()
+        if self._preflight:
+            # The pre-flight view over this socket (a dispatcher without it answers with an error).
+            socket.send({"type": "subscribe_routes"})
+        self._log.info("connected to the dispatcher as %s (connection %s, last_seq %d, resume_from %s)", reg.agent_id, socket.connection_id, self._last_seq, socket.welcome.resume_from)
+        self._flush_outbox()
+        for pending in self._sends.values():
+            if pending.socket is None:
+                self._write_send(pending)
+        self._fire("connected", {"agent_id": reg.agent_id, "connection_id": socket.connection_id, "resume_from": socket.welcome.resume_from})
+
+    def _on_socket_close(self, socket: AgentSocket, code: int, reason: str) -> None:
+        # What never left goes out on the next connection: answers to the outbox, sends again.
+        for frame in socket.unsent():
+            if frame.get("type") == "send":
+                unsent = self._sends.get(str(frame.get("client_ref")))
+                if unsent is not None:
+                    unsent.socket = None
+            elif frame.get("type") in ("ack", "reject", "result"):
+                self._keep(frame)
+        # Sends written to this socket and not accepted may or may not have arrived: the caller decides.
+        for pending in list(self._sends.values()):
+            if pending.socket is socket and not pending.future.done():
+                pending.future.set_exception(ReachError("CONNECTION_CLOSED", f"connection closed ({code}) before the dispatcher accepted the message"))
+        if self._token_refreshed is not None and not self._token_refreshed.done():
+            self._token_refreshed.set_exception(ReachError("CONNECTION_CLOSED", f"connection closed ({code}) before the token was confirmed"))
+        if socket is not self._socket:
+            return  # a connection this node replaced itself
+        self._socket = None
+        # The view came on this connection and is no longer kept current: it decides nothing until the next one's.
+        self._routes.reset()
+        self._resend_unsure(socket)
+        self._fire("disconnected", {"code": code, "reason": reason})
+        if self._state in ("stopping", "stopped"):
+            return
+        if code == CLOSE_DUPLICATE:
+            self._on_replaced()
+            return
+        self._log.warning("connection to the dispatcher lost (%d %s); reconnecting", code, reason)
+        self._reconnect(re_register=code == CLOSE_AUTH_FAILED, immediate=False)
+
+    def _on_replaced(self) -> None:
+        """4001: a newer connection of this agent (another process with the same agent id) holds
+        it now. Reconnecting would take the agent back from it, and it would do the same: the
+        two would take turns. So this node stops, without deregistering (that would end the
+        other connection's registration too)."""
+        self._replaced = True
+        agent_id = self.agent_id or ""
+        self._log.error("agent %s was taken over by a newer connection (4001); stopping this node without deregistering", agent_id)
+        self._fire("replaced", {"agent_id": agent_id})
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._shutdown(self._drain_timeout, deregister=False))
+
+    def _reconnect(self, *, re_register: bool, immediate: bool) -> None:
+        """The one reconnect loop: backoff 1 s doubling to 32 s plus jitter, re-registering first
+        when the token was refused or is due. Concurrent triggers join the running loop."""
+        if re_register:
+            self._needs_register = True
+        if self._reconnect_task is not None or self._state not in ("running", "starting"):
+            return
+        self._reconnect_task = asyncio.create_task(self._reconnect_loop(immediate))
+
+    async def _reconnect_loop(self, immediate: bool) -> None:
+        try:
+            attempt = 0
+            wait = not immediate
+            while self._state in ("running", "starting"):
+                if wait:
+                    delay = reconnect_delay(attempt, self._random, self._backoff)
+                    attempt += 1
+                    self._log.debug("reconnecting in %.2f s (attempt %d)", delay, attempt)
+                    await asyncio.sleep(delay)
+                    if self._state not in ("running", "starting"):
+                        return
+                wait = True
+                try:
+                    old = self._socket
+                    if old is not None:
+                        # Closed before the new one opens: the dispatcher would close it anyway
+                        # (4001), and its un-acked deliveries are replayed on the new connection.
+                        self._socket = None
+                        await old.close(1000, "reconnecting")
+                    if self._needs_register:
+                        self._needs_register = False
+                        try:
+                            await self._register()
+                        except BaseException:
+                            self._needs_register = True
+                            raise
+                        self._start_heartbeat()
+                    await self._connect()
+                    return
+                except ReachError as err:
+                    if err.name == "AUTH_FAILED":
+                        self._needs_register = True
+                    self._log.warning("reconnect failed (attempt %d): %s", attempt, err)
+                except Exception as err:
+                    # Anything else is unexpected, but the loop must live on or the agent never comes back.
+                    self._log.warning("reconnect failed (attempt %d): %r", attempt, err, exc_info=True)
+        finally:
+            self._reconnect_task = None
+
+    def _send_frame(self, frame: AgentFrame) -> None:
+        socket = self._socket
+        if socket is not None and socket.send(frame):
+            if frame.get("type") in ("result", "ack", "reject"):
+                now = time.monotonic()
+                while self._unsure and (now - self._unsure[0][2] > UNSURE_ANSWER_S or len(self._unsure) >= MAX_OUTBOX):
+                    self._unsure.popleft()
+                self._unsure.append((frame, socket, now))
+            return
+        self._keep(frame)
+
+    def _resend_unsure(self, socket: AgentSocket) -> None:
+        """The answers written to a socket that just closed, lately enough to be lost with it,
+        go out again on the next connection."""
+        since = time.monotonic() - UNSURE_ANSWER_S
+        again = [f for (f, s, at) in self._unsure if s is socket and at >= since]
+        self._unsure = deque(u for u in self._unsure if u[1] is not socket)
+        if again:
+            self._log.info("connection lost right after %d answers: they go out again on the next connection", len(again))
+            self._outbox.extendleft(reversed(again))
+
+    def _keep(self, frame: AgentFrame) -> None:
+        """Not connected: answers wait for the next connection instead of being lost."""
+        if frame.get("type") == "progress":
+            return  # stale by then; without it the deadline runs out and the dispatcher retries
+        self._outbox.append(frame)
+        if len(self._outbox) > MAX_OUTBOX:
+            self._outbox.popleft()
+            self._log.warning("outbox full: dropping the oldest frame (its delivery will be retried by the dispatcher)")
+
+    def _flush_outbox(self) -> None:
+        kept = list(self._outbox)
+        self._outbox.clear()
+        for frame in kept:
+            self._send_frame(frame)
+
+    def _write_send(self, pending: _PendingSend) -> None:
+        socket = self._socket
+        if socket is not None and socket.send(pending.frame):
+            pending.socket = socket
+
+    # ── frames from the dispatcher ─────────────────────────────────────────────────────────
+
+    def _on_frame(self, frame: ServerFrame) -> None:
+        if isinstance(frame, Deliver):
+            self._on_deliver(frame)
+        elif isinstance(frame, Accepted):
+            pending = self._sends.get(frame.client_ref)
+            if pending is not None and not pending.future.done():
+                pending.future.set_result(frame.message_id)
+        elif isinstance(frame, ErrorFrame):
+            pending = self._sends.get(frame.client_ref) if frame.client_ref else None
+            if pending is not None and not pending.future.done():
+                pending.future.set_exception(error_for_code(frame.code, frame.message or frame.name, {"name": frame.name}))
+            else:
+                self._log.warning("error from the dispatcher: %d %s %s", frame.code, frame.name, frame.message)
+        elif isinstance(frame, Routes):
+            self._routes.apply(frame)
+        elif isinstance(frame, TokenRefreshed):
+            if self._token_refreshed is not None and not self._token_refreshed.done():
+                self._token_refreshed.set_result(frame.expires_at)
+
+    def _on_deliver(self, d: Deliver) -> None:
+        m = d.message
+        if d.seq > self._last_seq:
+            self._last_seq = d.seq
+        log = logging.LoggerAdapter(self._log, {"agent_id": self.agent_id, "message_id": m.message_id, "trace_id": m.trace_id, "seq": d.seq})
+        # Answers to this node's own sends are settled here and never reach a handler.
+        if m.message_type == RECEIPT:
+            receipt = Receipt.of(m)
+            log.info("failure receipt about %s: %d %s", receipt.message_id, receipt.code, receipt.status)
+            self._requests.settle_receipt(receipt)
+            self._fire("receipt", receipt)
+            self._runner.ack(d)
+            return
+        if m.message_type == TASK_RESULT and m.correlation_id and self._requests.has(m.correlation_id):
+            self._requests.settle_result(m)
+            self._runner.ack(d)
+            return
+        self._runner.accept(d, log)
 
     def _fire(self, event: str, arg: Any) -> None:
         for listener in list(self._listeners.get(event, [])):
@@ -501,18 +916,6 @@ class AgentNode:
         task.add_done_callback(self._background.discard)
 
     # ── shutdown ───────────────────────────────────────────────────────────────────────────
-
-    def _on_replaced(self) -> None:
-        """4001: a newer connection of this agent (another process with the same agent id) holds
-        it now. Reconnecting would take the agent back from it, and it would do the same: the
-        two would take turns. So this node stops, without deregistering (that would end the
-        other connection's registration too)."""
-        self._replaced = True
-        agent_id = self.agent_id or ""
-        self._log.error("agent %s was taken over by a newer connection (4001); stopping this node without deregistering", agent_id)
-        self._fire("replaced", {"agent_id": agent_id})
-        if self._stopping is None:
-            self._stopping = asyncio.ensure_future(self._shutdown(self._drain_timeout, deregister=False))
 
     def _install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -537,7 +940,7 @@ class AgentNode:
     async def _shutdown(self, drain_timeout: float, *, deregister: bool) -> None:
         was_started = self._state != "new"
         self._state = "stopping"
-        self._lease.stop_early_beats()
+        self._early_beat.stop()
         self._remove_signal_handlers()
         if self._replaced:
             await self._cancel_timers()  # the agent is someone else's now: no heartbeat for it
@@ -553,13 +956,24 @@ class AgentNode:
             except TimeoutError:
                 pass
         # The answers of finished work leave before the agent deregisters.
-        await self._connection.flushed()
+        if self._socket is not None:
+            await self._socket.flushed()
         await self._cancel_timers()
-        if deregister and was_started:
-            await self._lease.deregister()
+        reg = self._registration
+        if deregister and was_started and reg is not None and self._registry is not None:
+            try:
+                await self._registry.deregister(reg.agent_id, reg.token)
+                self._log.info("deregistered agent %s", reg.agent_id)
+            except ReachError as err:
+                self._log.warning("deregistration of %s failed (%s); the lease will expire", reg.agent_id, err)
         self._state = "stopped"
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            await socket.close(1000, "agent stopped")
         closed = ReachError("CONNECTION_CLOSED", "the agent node stopped")
-        await self._connection.close(closed)
+        for pending in self._sends.values():
+            if not pending.future.done():
+                pending.future.set_exception(closed)
         self._requests.fail_all(closed)
         self._runner.close()
         if self._http is not None:
@@ -569,5 +983,12 @@ class AgentNode:
             self._stopped.set()
 
     async def _cancel_timers(self) -> None:
-        """The heartbeats, the token renewal and a reconnect in progress end."""
-        await asyncio.gather(self._lease.cancel_timers(), self._connection.cancel_reconnect())
+        current = asyncio.current_task()
+        tasks = [t for t in (self._heartbeat_task, self._refresh_task, self._reconnect_task) if t is not None and t is not current]
+        self._heartbeat_task = self._refresh_task = self._reconnect_task = None
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+
